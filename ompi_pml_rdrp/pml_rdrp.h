@@ -1,0 +1,88 @@
+/*
+ * pml/rdrp: the C ABI between the MCA tables (pml_rdrp_component.c, C) and
+ * the PML core (C++17).  The C side owns everything that must be C: the
+ * component structure, MCA variable registration, the modex, show_help,
+ * memory hooks and the common_ucx helpers.  The C++ side owns the module.
+ */
+#ifndef PML_RDRP_H
+#define PML_RDRP_H
+
+#include "ompi_config.h"
+#include <stddef.h>
+#include <stdint.h>
+#include "ompi/mca/pml/pml.h"
+#include "ompi/proc/proc.h"
+#include "ompi/message/message.h"
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/communicator/communicator.h"
+
+BEGIN_C_DECLS
+
+/* pml_rdrp_data_path */
+enum { RDRP_PATH_AUTO = 0, RDRP_PATH_RMA = 1, RDRP_PATH_AM = 2 };
+
+typedef struct mca_pml_rdrp_params {
+    int    priority;
+    int    verbose;
+    size_t eager_limit;        /* payload bytes sent in one active message */
+    size_t rndv_first_chunk;   /* payload bytes carried by the RTS */
+    size_t chunk_size;         /* rendezvous pull unit */
+    int    max_outstanding;    /* chunks in flight per receive */
+    int    data_path;          /* RDRP_PATH_* for every peer (auto: by locality) */
+    int    data_path_local;    /* resolved choice for on-node peers under auto */
+    int    data_path_remote;   /* resolved choice for off-node peers under auto */
+    int    progress_iterations;/* iprobe misses between opal_progress calls */
+    int    reg_cache;          /* cache registrations (needs memory hooks) */
+    double finalize_timeout;   /* seconds to wait for peers at finalize */
+    int    output;             /* opal_output stream */
+} mca_pml_rdrp_params_t;
+
+extern mca_pml_rdrp_params_t mca_pml_rdrp_params;
+OMPI_MODULE_DECLSPEC extern mca_pml_base_component_2_0_0_t mca_pml_rdrp_component;
+
+/* ---------------- implemented in C (pml_rdrp_component.c) */
+int  mca_pml_rdrp_modex_send(const void *addr, size_t len);
+int  mca_pml_rdrp_modex_recv(ompi_proc_t *proc, void **addr, size_t *len);
+/* Print the help topic with one string argument and abort the job. */
+void mca_pml_rdrp_fatal(const char *topic, const char *arg1, const char *arg2);
+/* Print a help topic (no abort). */
+void mca_pml_rdrp_show_help(const char *topic, const char *arg1, const char *arg2);
+/* Close the endpoints of a set of procs without hanging on dead peers
+ * (common_ucx del_procs: batched close plus a fence while progressing). */
+typedef struct { void *ep; size_t vpid; } mca_pml_rdrp_del_proc_t;
+int  mca_pml_rdrp_disconnect(mca_pml_rdrp_del_proc_t *procs, size_t n, void *worker);
+
+/* ---------------- implemented in C++ (pml_rdrp_module.cc) */
+mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_progress_threads,
+                                         bool enable_mpi_threads);
+int  mca_pml_rdrp_finalize(void);
+/* memory-release hook target */
+void mca_pml_rdrp_mem_release(void *buf, size_t length);
+
+/* ---------------- the PML entry points (pml_rdrp_send.cc, pml_rdrp_recv.cc) */
+int mca_pml_rdrp_isend_init(const void *, size_t, ompi_datatype_t *, int, int,
+                            mca_pml_base_send_mode_t, ompi_communicator_t *, ompi_request_t **);
+int mca_pml_rdrp_isend(const void *, size_t, ompi_datatype_t *, int, int,
+                       mca_pml_base_send_mode_t, ompi_communicator_t *, ompi_request_t **);
+int mca_pml_rdrp_send(const void *, size_t, ompi_datatype_t *, int, int,
+                      mca_pml_base_send_mode_t, ompi_communicator_t *);
+int mca_pml_rdrp_irecv_init(void *, size_t, ompi_datatype_t *, int, int, ompi_communicator_t *,
+                            ompi_request_t **);
+int mca_pml_rdrp_irecv(void *, size_t, ompi_datatype_t *, int, int, ompi_communicator_t *,
+                       ompi_request_t **);
+int mca_pml_rdrp_recv(void *, size_t, ompi_datatype_t *, int, int, ompi_communicator_t *,
+                      ompi_status_public_t *);
+int mca_pml_rdrp_iprobe(int, int, ompi_communicator_t *, int *, ompi_status_public_t *);
+int mca_pml_rdrp_probe(int, int, ompi_communicator_t *, ompi_status_public_t *);
+int mca_pml_rdrp_improbe(int, int, ompi_communicator_t *, int *, ompi_message_t **,
+                         ompi_status_public_t *);
+int mca_pml_rdrp_mprobe(int, int, ompi_communicator_t *, ompi_message_t **, ompi_status_public_t *);
+int mca_pml_rdrp_imrecv(void *, size_t, ompi_datatype_t *, ompi_message_t **, ompi_request_t **);
+int mca_pml_rdrp_mrecv(void *, size_t, ompi_datatype_t *, ompi_message_t **, ompi_status_public_t *);
+int mca_pml_rdrp_start(size_t, ompi_request_t **);
+
+#define RDRP_VERBOSE(lvl, ...) \
+    opal_output_verbose(lvl, mca_pml_rdrp_params.output, "pml:rdrp: " __VA_ARGS__)
+
+END_C_DECLS
+#endif

@@ -1,0 +1,187 @@
+/*
+ * pml/rdrp component: MCA tables, parameters, modex, help messages and the
+ * common_ucx helpers.  Everything else lives in the C++ core.
+ */
+#include "ompi_config.h"
+
+#include "pml_rdrp.h"
+#include "rdrp_ucx.h"
+
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/mca/base/mca_base_var_enum.h"
+#include "opal/mca/pmix/pmix.h"
+#include "opal/mca/common/ucx/common_ucx.h"
+#include "opal/memoryhooks/memory.h"
+#include "opal/util/output.h"
+#include "opal/util/show_help.h"
+#include "ompi/mca/rte/rte.h"
+
+static int rdrp_register(void);
+static int rdrp_open(void);
+static int rdrp_close(void);
+
+mca_pml_rdrp_params_t mca_pml_rdrp_params;
+
+mca_pml_base_component_2_0_0_t mca_pml_rdrp_component = {
+    .pmlm_version = {
+        MCA_PML_BASE_VERSION_2_0_0,
+        .mca_component_name = "rdrp",
+        MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
+        .mca_open_component = rdrp_open,
+        .mca_close_component = rdrp_close,
+        .mca_register_component_params = rdrp_register,
+    },
+    .pmlm_data = {
+        .param_field = MCA_BASE_METADATA_PARAM_CHECKPOINT,
+    },
+    .pmlm_init = mca_pml_rdrp_init,
+    .pmlm_finalize = mca_pml_rdrp_finalize,
+};
+
+/* MCA variables store sizes as unsigned long long / int */
+static unsigned long long eager_limit = 8192, first_chunk = 8192;
+static unsigned long long chunk_size = 512 * 1024;
+
+static const mca_base_var_enum_value_t data_path_values[] = {
+    {RDRP_PATH_AUTO, "auto"}, {RDRP_PATH_RMA, "rma"}, {RDRP_PATH_AM, "am"}, {0, NULL}};
+
+static void reg_int(const char *name, const char *help, int *storage, int level)
+{
+    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, name, help,
+                                          MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, level,
+                                          MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+static void reg_size(const char *name, const char *help, unsigned long long *storage)
+{
+    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, name, help,
+                                          MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0,
+                                          OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+static int rdrp_register(void)
+{
+    mca_pml_rdrp_params_t *p = &mca_pml_rdrp_params;
+    mca_base_var_enum_t *path_enum = NULL;
+
+    p->priority = 5;
+    reg_int("priority", "Priority of pml/rdrp (it is only ever used when selected by name: --mca pml rdrp)",
+            &p->priority, OPAL_INFO_LVL_3);
+    p->verbose = 0;
+    reg_int("verbose", "Verbosity of pml/rdrp (0: errors only, 10: protocol decisions, 50: every message)",
+            &p->verbose, OPAL_INFO_LVL_5);
+    reg_size("eager_limit",
+             "Largest message (in bytes of packed payload) sent eagerly in one active message; larger ones use rendezvous",
+             &eager_limit);
+    reg_size("rndv_first_chunk",
+             "Payload bytes carried by the rendezvous RTS (the first chunk), delivered without waiting for the pull",
+             &first_chunk);
+    reg_size("chunk_size",
+             "Rendezvous pull unit: the receiver fetches the message in pieces of this many bytes",
+             &chunk_size);
+    p->max_outstanding = 8;
+    reg_int("max_outstanding",
+            "Most rendezvous chunks one receive has in flight at once (the receiver's window: a slow receiver sets the pace)",
+            &p->max_outstanding, OPAL_INFO_LVL_4);
+    p->data_path = RDRP_PATH_AUTO;
+    (void)mca_base_var_enum_create("pml_rdrp_data_path", data_path_values, &path_enum);
+    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "data_path",
+            "How rendezvous chunks move: rma (ucp_get_nbx from the sender's registered buffer), "
+            "am (UCX active-message rendezvous accepted by the receiver with ucp_am_recv_data_nbx), "
+            "auto (per peer locality, from measurements: am on-node, rma off-node)",
+            MCA_BASE_VAR_TYPE_INT, path_enum, 0, 0, OPAL_INFO_LVL_4,
+            MCA_BASE_VAR_SCOPE_READONLY, &p->data_path);
+    OBJ_RELEASE(path_enum);
+    p->progress_iterations = 100;
+    reg_int("progress_iterations", "Unsuccessful iprobe calls between two calls of opal_progress",
+            &p->progress_iterations, OPAL_INFO_LVL_6);
+    p->reg_cache = 1;
+    reg_int("reg_cache", "Cache memory registrations (only effective when Open MPI's memory-release hooks are available, so freed memory is never reused stale)",
+            &p->reg_cache, OPAL_INFO_LVL_6);
+    p->finalize_timeout = 30.0;
+    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "finalize_timeout",
+            "Seconds finalize waits for outstanding control messages before giving up",
+            MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, OPAL_INFO_LVL_6,
+            MCA_BASE_VAR_SCOPE_READONLY, &p->finalize_timeout);
+    return OMPI_SUCCESS;
+}
+
+static void rdrp_mem_release_cb(void *buf, size_t length, void *cbdata, bool from_alloc)
+{
+    (void)cbdata;
+    (void)from_alloc;
+    mca_pml_rdrp_mem_release(buf, length);
+}
+
+static int rdrp_open(void)
+{
+    mca_pml_rdrp_params_t *p = &mca_pml_rdrp_params;
+    p->eager_limit = (size_t)eager_limit;
+    p->rndv_first_chunk = (size_t)first_chunk;
+    p->chunk_size = chunk_size ? (size_t)chunk_size : 512 * 1024;
+    if (p->max_outstanding < 1) p->max_outstanding = 1;
+    if (p->rndv_first_chunk > p->chunk_size) p->rndv_first_chunk = p->chunk_size;
+    /* measured on shared memory with UCX 1.13: UCX's AM rendezvous is true
+     * zero-copy (cma), while ucp_get_nbx on user memory is emulated through
+     * the sender's progress; off-node, GET is real RDMA on IB/RoCE. */
+    p->data_path_local = (p->data_path == RDRP_PATH_AUTO) ? RDRP_PATH_AM : p->data_path;
+    p->data_path_remote = (p->data_path == RDRP_PATH_AUTO) ? RDRP_PATH_RMA : p->data_path;
+
+    p->output = opal_output_open(NULL);
+    opal_output_set_verbosity(p->output, p->verbose);
+    opal_show_help_add_dir(RDRP_HELP_DIR);
+    opal_show_help_add_dir(RDRP_SRC_HELP_DIR);
+
+    /* UCX must hear about memory released by the application too */
+    opal_common_ucx_mca_register();
+    if (p->reg_cache &&
+        (opal_mem_hooks_support_level() & (OPAL_MEMORY_FREE_SUPPORT | OPAL_MEMORY_MUNMAP_SUPPORT)) ==
+            (OPAL_MEMORY_FREE_SUPPORT | OPAL_MEMORY_MUNMAP_SUPPORT)) {
+        opal_mem_hooks_register_release(rdrp_mem_release_cb, NULL);
+        rdrp_ucx_reg_set_caching(1);
+    } else {
+        rdrp_ucx_reg_set_caching(0);
+    }
+    return OMPI_SUCCESS;
+}
+
+static int rdrp_close(void)
+{
+    opal_mem_hooks_unregister_release(rdrp_mem_release_cb);
+    opal_common_ucx_mca_deregister();
+    opal_output_close(mca_pml_rdrp_params.output);
+    return OMPI_SUCCESS;
+}
+
+int mca_pml_rdrp_modex_send(const void *addr, size_t len)
+{
+    int rc;
+    OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL, &mca_pml_rdrp_component.pmlm_version, (void *)addr, len);
+    return rc;
+}
+
+int mca_pml_rdrp_modex_recv(ompi_proc_t *proc, void **addr, size_t *len)
+{
+    int rc;
+    OPAL_MODEX_RECV(rc, &mca_pml_rdrp_component.pmlm_version, &proc->super.proc_name, addr, len);
+    return rc;
+}
+
+void mca_pml_rdrp_show_help(const char *topic, const char *arg1, const char *arg2)
+{
+    opal_show_help("help-pml-rdrp.txt", topic, true, ompi_process_info.nodename,
+                   arg1 ? arg1 : "", arg2 ? arg2 : "");
+}
+
+void mca_pml_rdrp_fatal(const char *topic, const char *arg1, const char *arg2)
+{
+    mca_pml_rdrp_show_help(topic, arg1, arg2);
+    ompi_rte_abort(1, NULL);
+}
+
+int mca_pml_rdrp_disconnect(mca_pml_rdrp_del_proc_t *procs, size_t n, void *worker)
+{
+    /* same layout as opal_common_ucx_del_proc_t */
+    return opal_common_ucx_del_procs((opal_common_ucx_del_proc_t *)procs, n,
+                                     OMPI_PROC_MY_NAME->vpid, 32, (ucp_worker_h)worker);
+}

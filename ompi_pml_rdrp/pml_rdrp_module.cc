@@ -1,0 +1,298 @@
+/* pml/rdrp: the module table, life cycle, endpoints and communicators. */
+#include "pml_rdrp_request.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+extern "C" {
+#include "ompi/mca/pml/base/base.h"
+#include "opal/util/proc.h"
+}
+
+namespace rdrp {
+
+/* ------------------------------------------------------------ errors */
+void fatal_status(const char *what, ucs_status_t st)
+{
+    mca_pml_rdrp_fatal("send-failed", what, ucs_status_string(st));
+}
+
+void bad_header(const char *what, uint64_t value)
+{
+    std::string v = "(value " + std::to_string(value) + ")";
+    mca_pml_rdrp_fatal("bad-header", what, v.c_str());
+}
+
+static void peer_error(void *arg, uint64_t peer_id, ucs_status_t status)
+{
+    (void)arg;
+    opal_process_name_t name;
+    std::memcpy(&name, &peer_id, sizeof(name));
+    mca_pml_rdrp_fatal("peer-failed", OPAL_NAME_PRINT(name), ucs_status_string(status));
+}
+
+/* ------------------------------------------------------------ endpoints */
+Endpoint *get_endpoint(ompi_proc_t *proc)
+{
+    auto *ep = static_cast<Endpoint *>(proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML]);
+    if (OPAL_LIKELY(ep != nullptr)) return ep;
+    void *addr = nullptr;
+    size_t len = 0;
+    int rc = mca_pml_rdrp_modex_recv(proc, &addr, &len);
+    if (rc != OMPI_SUCCESS || !addr) {
+        mca_pml_rdrp_fatal("connect-failed", OPAL_NAME_PRINT(proc->super.proc_name),
+                           "(no rdrp address in the modex: does that process run pml/rdrp?)");
+        return nullptr;
+    }
+    uint64_t peer_id;
+    static_assert(sizeof(opal_process_name_t) == sizeof(uint64_t), "name is 64-bit");
+    std::memcpy(&peer_id, &proc->super.proc_name, sizeof(peer_id));
+    int remote = !OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags);
+    ucp_ep_h h = rdrp_ucx_connect(g.uw, addr, len, remote, peer_id);
+    free(addr);
+    if (!h) {
+        mca_pml_rdrp_fatal("connect-failed", OPAL_NAME_PRINT(proc->super.proc_name),
+                           rdrp_ucx_last_error());
+        return nullptr;
+    }
+    ep = new Endpoint{h, peer_id, remote,
+                      remote ? mca_pml_rdrp_params.data_path_remote
+                             : mca_pml_rdrp_params.data_path_local,
+                      proc};
+    proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML] = ep;
+    g.endpoints.push_back(ep);
+    return ep;
+}
+
+Endpoint *comm_endpoint(ompi_communicator_t *comm, int rank)
+{
+    return get_endpoint(ompi_comm_peer_lookup(comm, rank));
+}
+
+CommState *comm_state(uint32_t cid)
+{
+    ompi_communicator_t *comm = ompi_comm_lookup(cid);
+    if (!comm) return nullptr;
+    return reinterpret_cast<CommState *>(comm->c_pml_comm);
+}
+
+/* ------------------------------------------------------------ module functions */
+static int add_procs(ompi_proc_t **procs, size_t nprocs)
+{
+    /* every rank must run rdrp: a mix with another PML cannot talk */
+    return mca_pml_base_pml_check_selected("rdrp", procs, nprocs);
+}
+
+static int del_procs(ompi_proc_t **procs, size_t nprocs)
+{
+    Guard guard;
+    /* drain our own control messages first (bounded: a dead peer must not hang us) */
+    double t0 = MPI_Wtime();
+    while (g.ctrl_pending > 0 && MPI_Wtime() - t0 < mca_pml_rdrp_params.finalize_timeout) {
+        ucp_worker_progress(g.worker);
+    }
+    std::vector<mca_pml_rdrp_del_proc_t> del;
+    for (size_t i = 0; i < nprocs; ++i) {
+        auto *ep = static_cast<Endpoint *>(procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML]);
+        if (!ep) continue;
+        del.push_back({ep->ep, procs[i]->super.proc_name.vpid});
+        rdrp_ucx_rkey_drop_peer(g.uw, ep->peer_id);
+        rdrp_ucx_ep_forget(g.uw, ep->ep);
+        procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML] = nullptr;
+        for (auto &e : g.endpoints) {
+            if (e == ep) {
+                e = g.endpoints.back();
+                g.endpoints.pop_back();
+                break;
+            }
+        }
+        delete ep;
+    }
+    return mca_pml_rdrp_disconnect(del.data(), del.size(), g.worker);
+}
+
+static int enable(bool enable) { (void)enable; return OMPI_SUCCESS; }
+
+static int progress(void)
+{
+    Guard guard;
+    int n = 0;
+    while (ucp_worker_progress(g.worker)) ++n;
+    return n;
+}
+
+static void replay_pending(CommState *cs, uint32_t cid)
+{
+    auto it = g.pending_cid.find(cid);
+    if (it == g.pending_cid.end()) return;
+    std::vector<Unexpected *> list;
+    list.swap(it->second);
+    g.pending_cid.erase(it);
+    for (Unexpected *u : list) arrival(cs, u);
+}
+
+static int add_comm(ompi_communicator_t *comm)
+{
+    Guard guard;
+    auto *cs = new (std::nothrow) CommState;
+    if (!cs) return OMPI_ERR_OUT_OF_RESOURCE;
+    /* sources (and destinations) are ranks of the remote group */
+    cs->size = OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
+    cs->comm = comm;
+    cs->mq = rdrp_match_create(cs->size);
+    if (!cs->mq) {
+        delete cs;
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    comm->c_pml_comm = reinterpret_cast<mca_pml_comm_t *>(cs);
+    replay_pending(cs, comm->c_contextid);
+    return OMPI_SUCCESS;
+}
+
+static void drop_item(void *ctx, rdrp_match_item_t *item, int kind)
+{
+    (void)ctx;
+    if (kind != RDRP_MATCH_KIND_POSTED) {
+        /* messages nobody received: MPI lets them go with the communicator */
+        unex_release(container_of(item, &Unexpected::match));
+    }
+}
+
+static int del_comm(ompi_communicator_t *comm)
+{
+    Guard guard;
+    auto *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
+    if (!cs) return OMPI_SUCCESS;
+    rdrp_match_foreach(cs->mq, drop_item, nullptr);
+    rdrp_match_destroy(cs->mq);
+    delete cs;
+    comm->c_pml_comm = nullptr;
+    return OMPI_SUCCESS;
+}
+
+static int dump(ompi_communicator_t *comm, int verbose)
+{
+    (void)verbose;
+    auto *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
+    if (!cs) return OMPI_SUCCESS;
+    opal_output(0, "pml:rdrp: comm %s cid %u: posted %zu unexpected %zu held %zu", comm->c_name,
+                comm->c_contextid, rdrp_match_posted_count(cs->mq),
+                rdrp_match_unexpected_count(cs->mq), rdrp_match_held_count(cs->mq));
+    return OMPI_SUCCESS;
+}
+
+}  // namespace rdrp
+
+
+static mca_pml_base_module_t rdrp_module = {
+    rdrp::add_procs,
+    rdrp::del_procs,
+    rdrp::enable,
+    rdrp::progress,
+    rdrp::add_comm,
+    rdrp::del_comm,
+    mca_pml_rdrp_irecv_init,
+    mca_pml_rdrp_irecv,
+    mca_pml_rdrp_recv,
+    mca_pml_rdrp_isend_init,
+    mca_pml_rdrp_isend,
+    mca_pml_rdrp_send,
+    mca_pml_rdrp_iprobe,
+    mca_pml_rdrp_probe,
+    mca_pml_rdrp_start,
+    mca_pml_rdrp_improbe,
+    mca_pml_rdrp_mprobe,
+    mca_pml_rdrp_imrecv,
+    mca_pml_rdrp_mrecv,
+    rdrp::dump,
+    nullptr,           /* ft_event */
+    (1u << 30) - 1,    /* max context id: the wire carries 32 bits */
+    INT32_MAX,         /* max tag: the wire carries the full int */
+    0                  /* flags */
+};
+
+extern "C" mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_progress_threads,
+                                                    bool enable_mpi_threads)
+{
+    (void)enable_progress_threads;
+    using namespace rdrp;
+    rdrp_ucx_context_params_t cp{};
+    cp.estimated_num_eps = ompi_process_info.num_procs;
+    if (rdrp_ucx_context_acquire(&cp) != 0) {
+        mca_pml_rdrp_show_help("init-failed", "UCX context:", rdrp_ucx_last_error());
+        return nullptr;
+    }
+    g.uw = rdrp_ucx_worker_create(enable_mpi_threads, peer_error, nullptr);
+    if (!g.uw) {
+        mca_pml_rdrp_show_help("init-failed", "UCX worker:", rdrp_ucx_last_error());
+        rdrp_ucx_context_release();
+        return nullptr;
+    }
+    g.worker = rdrp_ucx_worker_handle(g.uw);
+    g.threads = enable_mpi_threads;
+    struct { unsigned id; ucp_am_recv_callback_t cb; } handlers[] = {
+        {RDRP_AM_EAGER, am_eager_cb}, {RDRP_AM_RTS, am_rts_cb}, {RDRP_AM_CTS, am_cts_cb},
+        {RDRP_AM_CHUNK, am_chunk_cb}, {RDRP_AM_FIN, am_fin_cb}, {RDRP_AM_ACK, am_ack_cb}};
+    for (auto &h : handlers) {
+        if (rdrp_ucx_set_am_handler(g.uw, h.id, h.cb, nullptr) != 0) {
+            mca_pml_rdrp_show_help("init-failed", "AM handler:", rdrp_ucx_last_error());
+            return nullptr;
+        }
+    }
+    void *addr;
+    size_t len;
+    if (rdrp_ucx_worker_address(g.uw, 0, &addr, &len) != 0) {
+        mca_pml_rdrp_show_help("init-failed", "worker address:", rdrp_ucx_last_error());
+        return nullptr;
+    }
+    int rc = mca_pml_rdrp_modex_send(addr, len);
+    rdrp_ucx_worker_address_release(g.uw, addr);
+    if (rc != OMPI_SUCCESS) {
+        mca_pml_rdrp_show_help("init-failed", "modex send failed", "");
+        return nullptr;
+    }
+    *priority = mca_pml_rdrp_params.priority;
+    RDRP_VERBOSE(2, "init: eager_limit %zu chunk %zu window %d path local=%s remote=%s",
+                 mca_pml_rdrp_params.eager_limit, mca_pml_rdrp_params.chunk_size,
+                 mca_pml_rdrp_params.max_outstanding,
+                 mca_pml_rdrp_params.data_path_local == RDRP_PATH_AM ? "am" : "rma",
+                 mca_pml_rdrp_params.data_path_remote == RDRP_PATH_AM ? "am" : "rma");
+    return &rdrp_module;
+}
+
+extern "C" int mca_pml_rdrp_finalize(void)
+{
+    using namespace rdrp;
+    for (Endpoint *ep : g.endpoints) {
+        ep->proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML] = nullptr;
+        delete ep;
+    }
+    g.endpoints.clear();
+    for (auto &kv : g.pending_cid)
+        for (Unexpected *u : kv.second) unex_release(u);
+    g.pending_cid.clear();
+    if (g.live_requests) {
+        RDRP_VERBOSE(1, "finalize: %zu requests still live", g.live_requests);
+    }
+    for (Request *r : g.req_pool) {
+        OBJ_DESTRUCT(&r->conv);
+        OBJ_DESTRUCT(&r->ompi);
+        free(r);
+    }
+    g.req_pool.clear();
+    for (Unexpected *u : g.unex_pool) free(u);
+    g.unex_pool.clear();
+    for (Ctrl *c : g.ctrl_pool) free(c);
+    g.ctrl_pool.clear();
+    rdrp_ucx_worker_destroy(g.uw, mca_pml_rdrp_params.finalize_timeout);
+    g.uw = nullptr;
+    g.worker = nullptr;
+    rdrp_ucx_context_release();
+    return OMPI_SUCCESS;
+}
+
+extern "C" void mca_pml_rdrp_mem_release(void *buf, size_t length)
+{
+    rdrp_ucx_reg_invalidate(buf, length);
+}

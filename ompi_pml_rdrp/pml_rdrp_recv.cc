@@ -1,0 +1,373 @@
+/* pml/rdrp: the receive side: posting, arrivals, matching, probe/mprobe. */
+#include "pml_rdrp_request.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace rdrp {
+
+/* ------------------------------------------------------------ delivery */
+static void send_ack(CommState *cs, int src, uint64_t sreq)
+{
+    Ctrl *c = ctrl_alloc();
+    c->h.fin.sreq = sreq;
+    ctrl_send(comm_endpoint(cs->comm, src), RDRP_AM_ACK, c, sizeof(rdrp_ack_hdr_t));
+}
+
+/* Set the status of a matched receive; returns the bytes it will take. */
+static size_t set_status(Request *r, Unexpected *u)
+{
+    r->ompi.req_status.MPI_SOURCE = u->match.src;
+    r->ompi.req_status.MPI_TAG = u->match.tag;
+    size_t take = u->total;
+    if (u->total > r->packed) {
+        take = r->packed;
+        r->ompi.req_status.MPI_ERROR = MPI_ERR_TRUNCATE;
+    } else {
+        r->ompi.req_status.MPI_ERROR = MPI_SUCCESS;
+    }
+    r->ompi.req_status._ucount = take;
+    return take;
+}
+
+/* A matched (arrival, receive) pair: move the data or start the pull. */
+void deliver(Unexpected *u, Request *r)
+{
+    size_t take = set_status(r, u);
+    if (u->type == RDRP_AM_EAGER) {
+        req_unpack(r, 0, u->data, take);
+        if (u->flags & RDRP_FLAG_SYNC) {
+            send_ack(reinterpret_cast<CommState *>(r->comm->c_pml_comm), u->match.src, u->sreq);
+        }
+        unex_release(u);
+        req_complete(r);
+        return;
+    }
+    rndv_recv_start(r, u);  /* releases u */
+}
+
+static void on_match(void *ctx, rdrp_match_item_t *arrival, rdrp_match_item_t *recv)
+{
+    (void)ctx;
+    arrival->flags |= RDRP_ITEM_MATCHED;
+    deliver(container_of(arrival, &Unexpected::match), container_of(recv, &Request::match));
+}
+
+/* Run an arrival through matching; keep its payload if it must wait. */
+void arrival(CommState *cs, Unexpected *u)
+{
+    rdrp_match_arrive(cs->mq, &u->match, on_match, nullptr);
+    /* u itself may be gone now (matched and released): only look at it
+     * through the flag, which on_match set before releasing. */
+}
+
+/* Copy transport-owned payload into memory of our own. */
+static bool own_payload(Unexpected *u)
+{
+    if (u->owns_data || u->data_len == 0) return true;
+    char *copy = static_cast<char *>(malloc(u->data_len));
+    if (!copy) return false;
+    std::memcpy(copy, u->data, u->data_len);
+    u->data = copy;
+    u->owns_data = true;
+    return true;
+}
+
+/* Common tail of the eager and RTS handlers. */
+static void handle_arrival(const rdrp_match_hdr_t &m, Unexpected *u)
+{
+    u->match.src = m.src;
+    u->match.tag = m.tag;
+    u->match.seq = m.seq;
+    u->match.flags = 0;
+    u->cid = m.cid;
+    CommState *cs = comm_state(m.cid);
+    if (OPAL_UNLIKELY(!cs)) {
+        /* the peer created the communicator before we did: keep it for add_comm */
+        if (!own_payload(u)) mca_pml_rdrp_fatal("send-failed", "out of memory", "");
+        g.pending_cid[m.cid].push_back(u);
+        return;
+    }
+    if (OPAL_UNLIKELY(m.src < 0 || m.src >= cs->size)) {
+        unex_release(u);
+        bad_header("source rank out of range", static_cast<uint64_t>(m.src));
+        return;
+    }
+    /* Peek at the flag through a local copy of the pointer: when matched,
+     * deliver() released u back to the pool, which does not free it. */
+    rdrp_match_arrive(cs->mq, &u->match, on_match, nullptr);
+    if (!(u->match.flags & RDRP_ITEM_MATCHED)) {
+        ++g.stats.unexpected;
+        if (!own_payload(u)) mca_pml_rdrp_fatal("send-failed", "out of memory", "");
+    }
+}
+
+ucs_status_t am_eager_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                         const ucp_am_recv_param_t *param)
+{
+    (void)arg; (void)param;
+    Guard guard;
+    if (OPAL_UNLIKELY(hlen != sizeof(rdrp_eager_hdr_t))) {
+        bad_header("eager header length", hlen);
+        return UCS_OK;
+    }
+    rdrp_eager_hdr_t h;
+    std::memcpy(&h, hdr, sizeof(h));
+    Unexpected *u = unex_alloc();
+    if (!u) mca_pml_rdrp_fatal("send-failed", "out of memory", "");
+    u->type = RDRP_AM_EAGER;
+    u->flags = h.flags;
+    u->sreq = h.sreq;
+    u->total = len;
+    u->data_len = len;
+    u->data = static_cast<char *>(data);
+    handle_arrival(h.m, u);
+    return UCS_OK;
+}
+
+ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                       const ucp_am_recv_param_t *param)
+{
+    (void)arg; (void)param;
+    Guard guard;
+    if (OPAL_UNLIKELY(hlen < sizeof(rdrp_rts_hdr_t))) {
+        bad_header("RTS header length", hlen);
+        return UCS_OK;
+    }
+    rdrp_rts_hdr_t h;
+    std::memcpy(&h, hdr, sizeof(h));
+    if (OPAL_UNLIKELY(h.rkey_len > RDRP_MAX_RKEY || hlen != sizeof(h) + h.rkey_len ||
+                      h.first_len != len || h.first_len > h.total_len ||
+                      (h.path != RDRP_PATH_RMA && h.path != RDRP_PATH_AM) ||
+                      (h.path == RDRP_PATH_RMA && h.rkey_len == 0))) {
+        bad_header("malformed RTS", h.rkey_len);
+        return UCS_OK;
+    }
+    Unexpected *u = unex_alloc();
+    if (!u) mca_pml_rdrp_fatal("send-failed", "out of memory", "");
+    u->type = RDRP_AM_RTS;
+    u->flags = h.flags;
+    u->sreq = h.sreq;
+    u->total = h.total_len;
+    u->data_len = len;
+    u->data = static_cast<char *>(data);
+    u->path = h.path;
+    u->raddr = h.raddr;
+    u->region_id = h.region_id;
+    u->rkey_len = h.rkey_len;
+    std::memcpy(u->rkey, static_cast<const char *>(hdr) + sizeof(h), h.rkey_len);
+    handle_arrival(h.m, u);
+    return UCS_OK;
+}
+
+/* ------------------------------------------------------------ posting */
+static void init_recv(Request *r, void *buf, size_t count, ompi_datatype_t *dt, int src, int tag,
+                      ompi_communicator_t *comm)
+{
+    r->buf = buf;
+    r->count = count;
+    r->dtype = dt;
+    OMPI_DATATYPE_RETAIN(dt);
+    r->comm = comm;
+    r->peer = src;
+    r->tag = tag;
+    r->ompi.req_mpi_object.comm = comm;
+}
+
+static void reset_recv_status(Request *r)
+{
+    r->ompi.req_status.MPI_SOURCE = MPI_ANY_SOURCE;
+    r->ompi.req_status.MPI_TAG = MPI_ANY_TAG;
+    r->ompi.req_status.MPI_ERROR = MPI_SUCCESS;
+    r->ompi.req_status._ucount = 0;
+    r->ompi.req_status._cancelled = 0;
+}
+
+int recv_restart(Request *r)
+{
+    reset_recv_status(r);
+    int rc = req_prepare_data(r);
+    if (rc != OMPI_SUCCESS) return rc;
+    CommState *cs = reinterpret_cast<CommState *>(r->comm->c_pml_comm);
+    r->match.src = r->peer;
+    r->match.tag = r->tag;
+    r->match.flags = 0;
+    rdrp_match_item_t *hit = rdrp_match_post(cs->mq, &r->match);
+    if (hit) deliver(container_of(hit, &Unexpected::match), r);
+    return OMPI_SUCCESS;
+}
+
+/* Fill a status from an unexpected arrival (probe). */
+static void probe_status(Unexpected *u, ompi_status_public_t *status)
+{
+    if (status == MPI_STATUS_IGNORE) return;
+    status->MPI_SOURCE = u->match.src;
+    status->MPI_TAG = u->match.tag;
+    status->MPI_ERROR = MPI_SUCCESS;
+    status->_ucount = u->total;
+    status->_cancelled = 0;
+}
+
+/* The message object handed out by mprobe keeps the arrival. */
+static Unexpected *mprobe_once(int src, int tag, ompi_communicator_t *comm, bool remove)
+{
+    CommState *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
+    rdrp_match_item_t *it = rdrp_match_probe(cs->mq, src, tag, remove ? 1 : 0);
+    return it ? container_of(it, &Unexpected::match) : nullptr;
+}
+
+}  // namespace rdrp
+
+using namespace rdrp;
+
+extern "C" int mca_pml_rdrp_irecv_init(void *buf, size_t count, ompi_datatype_t *dt, int src,
+                                       int tag, ompi_communicator_t *comm,
+                                       ompi_request_t **request)
+{
+    Guard guard;
+    Request *r = req_alloc(REQ_RECV);
+    if (!r) return OMPI_ERR_OUT_OF_RESOURCE;
+    init_recv(r, buf, count, dt, src, tag, comm);
+    r->persistent = true;
+    r->pml_done = true;
+    r->ompi.req_persistent = true;
+    r->ompi.req_state = OMPI_REQUEST_INACTIVE;
+    r->ompi.req_start = mca_pml_rdrp_start;
+    r->ompi.req_complete = REQUEST_COMPLETED;
+    *request = &r->ompi;
+    return OMPI_SUCCESS;
+}
+
+extern "C" int mca_pml_rdrp_irecv(void *buf, size_t count, ompi_datatype_t *dt, int src, int tag,
+                                  ompi_communicator_t *comm, ompi_request_t **request)
+{
+    Guard guard;
+    Request *r = req_alloc(REQ_RECV);
+    if (!r) return OMPI_ERR_OUT_OF_RESOURCE;
+    init_recv(r, buf, count, dt, src, tag, comm);
+    *request = &r->ompi;  /* before posting: a match completes it at once */
+    int rc = recv_restart(r);
+    if (rc != OMPI_SUCCESS) {
+        req_release(r);
+        return rc;
+    }
+    return OMPI_SUCCESS;
+}
+
+extern "C" int mca_pml_rdrp_recv(void *buf, size_t count, ompi_datatype_t *dt, int src, int tag,
+                                 ompi_communicator_t *comm, ompi_status_public_t *status)
+{
+    ompi_request_t *req;
+    int rc = mca_pml_rdrp_irecv(buf, count, dt, src, tag, comm, &req);
+    if (rc != OMPI_SUCCESS) return rc;
+    ompi_request_wait_completion(req);
+    rc = req->req_status.MPI_ERROR;
+    if (status != MPI_STATUS_IGNORE) *status = req->req_status;
+    ompi_request_free(&req);
+    return rc;
+}
+
+extern "C" int mca_pml_rdrp_iprobe(int src, int tag, ompi_communicator_t *comm, int *matched,
+                                   ompi_status_public_t *status)
+{
+    Unexpected *u;
+    {
+        Guard guard;
+        u = mprobe_once(src, tag, comm, false);
+        if (!u) {
+            while (ucp_worker_progress(g.worker)) {}
+            u = mprobe_once(src, tag, comm, false);
+        }
+        if (u) probe_status(u, status);
+    }
+    *matched = u != nullptr;
+    if (!u) opal_progress();  /* let the rest of Open MPI progress too */
+    return OMPI_SUCCESS;
+}
+
+extern "C" int mca_pml_rdrp_probe(int src, int tag, ompi_communicator_t *comm,
+                                  ompi_status_public_t *status)
+{
+    int matched = 0;
+    while (!matched) mca_pml_rdrp_iprobe(src, tag, comm, &matched, status);
+    return OMPI_SUCCESS;
+}
+
+extern "C" int mca_pml_rdrp_improbe(int src, int tag, ompi_communicator_t *comm, int *matched,
+                                    ompi_message_t **message, ompi_status_public_t *status)
+{
+    Unexpected *u;
+    {
+        Guard guard;
+        u = mprobe_once(src, tag, comm, true);
+        if (!u) {
+            while (ucp_worker_progress(g.worker)) {}
+            u = mprobe_once(src, tag, comm, true);
+        }
+        if (u) {
+            probe_status(u, status);
+            /* a synchronous send completes once its message is matched */
+            if (u->type == RDRP_AM_EAGER && (u->flags & RDRP_FLAG_SYNC)) {
+                send_ack(reinterpret_cast<CommState *>(comm->c_pml_comm), u->match.src, u->sreq);
+                u->flags &= ~RDRP_FLAG_SYNC;
+            }
+        }
+    }
+    *matched = u != nullptr;
+    if (!u) {
+        *message = MPI_MESSAGE_NULL;
+        opal_progress();
+        return OMPI_SUCCESS;
+    }
+    ompi_message_t *msg = ompi_message_alloc();
+    if (!msg) return OMPI_ERR_OUT_OF_RESOURCE;
+    msg->comm = comm;
+    msg->req_ptr = u;
+    msg->peer = u->match.src;
+    msg->count = u->total;
+    *message = msg;
+    return OMPI_SUCCESS;
+}
+
+extern "C" int mca_pml_rdrp_mprobe(int src, int tag, ompi_communicator_t *comm,
+                                   ompi_message_t **message, ompi_status_public_t *status)
+{
+    int matched = 0;
+    while (!matched) mca_pml_rdrp_improbe(src, tag, comm, &matched, message, status);
+    return OMPI_SUCCESS;
+}
+
+extern "C" int mca_pml_rdrp_imrecv(void *buf, size_t count, ompi_datatype_t *dt,
+                                   ompi_message_t **message, ompi_request_t **request)
+{
+    Guard guard;
+    ompi_message_t *msg = *message;
+    Unexpected *u = static_cast<Unexpected *>(msg->req_ptr);
+    Request *r = req_alloc(REQ_RECV);
+    if (!r) return OMPI_ERR_OUT_OF_RESOURCE;
+    init_recv(r, buf, count, dt, u->match.src, u->match.tag, msg->comm);
+    reset_recv_status(r);
+    int rc = req_prepare_data(r);
+    if (rc != OMPI_SUCCESS) {
+        req_release(r);
+        return rc;
+    }
+    *request = &r->ompi;
+    ompi_message_return(msg);
+    *message = MPI_MESSAGE_NULL;
+    deliver(u, r);
+    return OMPI_SUCCESS;
+}
+
+extern "C" int mca_pml_rdrp_mrecv(void *buf, size_t count, ompi_datatype_t *dt,
+                                  ompi_message_t **message, ompi_status_public_t *status)
+{
+    ompi_request_t *req;
+    int rc = mca_pml_rdrp_imrecv(buf, count, dt, message, &req);
+    if (rc != OMPI_SUCCESS) return rc;
+    ompi_request_wait_completion(req);
+    rc = req->req_status.MPI_ERROR;
+    if (status != MPI_STATUS_IGNORE) *status = req->req_status;
+    ompi_request_free(&req);
+    return rc;
+}

@@ -1,0 +1,261 @@
+/* pml/rdrp: request, unexpected-descriptor and control-buffer pools;
+ * request completion and the datatype helpers. */
+#include "pml_rdrp_request.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace rdrp {
+
+State g;
+
+/* ------------------------------------------------------------ ids */
+uint64_t IdTable::add(void *p)
+{
+    uint32_t idx;
+    if (!free_.empty()) {
+        idx = free_.back();
+        free_.pop_back();
+    } else {
+        idx = static_cast<uint32_t>(slots_.size());
+        slots_.push_back({nullptr, 1});
+    }
+    slots_[idx].p = p;
+    return (static_cast<uint64_t>(slots_[idx].gen) << 32) | idx;
+}
+
+void *IdTable::get(uint64_t id) const
+{
+    uint32_t idx = static_cast<uint32_t>(id);
+    if (idx >= slots_.size()) return nullptr;
+    const Slot &s = slots_[idx];
+    return (s.gen == static_cast<uint32_t>(id >> 32)) ? s.p : nullptr;
+}
+
+void IdTable::remove(uint64_t id)
+{
+    uint32_t idx = static_cast<uint32_t>(id);
+    if (idx >= slots_.size() || slots_[idx].gen != static_cast<uint32_t>(id >> 32)) return;
+    slots_[idx].p = nullptr;
+    if (++slots_[idx].gen == 0) slots_[idx].gen = 1;
+    free_.push_back(idx);
+}
+
+/* ------------------------------------------------------------ requests */
+static int req_free_fn(ompi_request_t **rptr);
+static int req_cancel_fn(ompi_request_t *req, int complete);
+
+Request *req_alloc(ReqKind kind)
+{
+    Request *r;
+    if (!g.req_pool.empty()) {
+        r = g.req_pool.back();
+        g.req_pool.pop_back();
+    } else {
+        r = static_cast<Request *>(calloc(1, sizeof(Request)));
+        if (!r) return nullptr;
+        OBJ_CONSTRUCT(&r->ompi, ompi_request_t);
+        OBJ_CONSTRUCT(&r->conv, opal_convertor_t);
+    }
+    ++g.live_requests;
+    r->kind = kind;
+    r->persistent = false;
+    r->pml_done = false;
+    r->user_freed = false;
+    r->internal = false;
+    r->staging = nullptr;
+    r->staging_bsend = false;
+    r->conv_ready = false;
+    r->id = 0;
+    r->ep = nullptr;
+    r->region = nullptr;
+    r->rkey = nullptr;
+    r->deferred = nullptr;
+    r->dtype = nullptr;
+    OMPI_REQUEST_INIT(&r->ompi, false);
+    r->ompi.req_type = OMPI_REQUEST_PML;
+    r->ompi.req_free = req_free_fn;
+    r->ompi.req_cancel = req_cancel_fn;
+    r->ompi.req_start = nullptr;
+    return r;
+}
+
+/* Drop everything an activation owns (staging, convertor, registrations). */
+static void req_reset_activation(Request *r)
+{
+    if (r->staging) {
+        if (r->staging_bsend) mca_pml_base_bsend_request_free(r->staging);
+        else free(r->staging);
+        r->staging = nullptr;
+        r->staging_bsend = false;
+    }
+    if (r->conv_ready) {
+        opal_convertor_cleanup(&r->conv);
+        r->conv_ready = false;
+    }
+    if (r->region) {
+        rdrp_ucx_reg_release(r->region);
+        r->region = nullptr;
+    }
+    if (r->rkey) {
+        rdrp_ucx_rkey_put(g.uw, r->rkey);
+        r->rkey = nullptr;
+    }
+    if (r->id) {
+        g.ids.remove(r->id);
+        r->id = 0;
+    }
+    delete r->deferred;
+    r->deferred = nullptr;
+}
+
+void req_release(Request *r)
+{
+    req_reset_activation(r);
+    if (r->dtype) {
+        OMPI_DATATYPE_RELEASE(r->dtype);
+        r->dtype = nullptr;
+    }
+    r->ompi.req_state = OMPI_REQUEST_INVALID;
+    OMPI_REQUEST_FINI(&r->ompi);
+    --g.live_requests;
+    g.req_pool.push_back(r);
+}
+
+void req_complete(Request *r)
+{
+    req_reset_activation(r);
+    r->pml_done = true;
+    if (r->internal || (r->user_freed && !r->persistent) ||
+        (r->user_freed && r->persistent)) {
+        req_release(r);
+        return;
+    }
+    /* last action: the completion callback may free the request */
+    ompi_request_complete(&r->ompi, true);
+}
+
+static int req_free_fn(ompi_request_t **rptr)
+{
+    Request *r = reinterpret_cast<Request *>(*rptr);
+    Guard guard;
+    r->user_freed = true;
+    if (r->pml_done || (r->persistent && r->ompi.req_state == OMPI_REQUEST_INACTIVE)) {
+        req_release(r);
+    }
+    *rptr = MPI_REQUEST_NULL;
+    return OMPI_SUCCESS;
+}
+
+static int req_cancel_fn(ompi_request_t *req, int complete)
+{
+    (void)complete;
+    Request *r = reinterpret_cast<Request *>(req);
+    Guard guard;
+    /* Sends are never cancelled (MPI allows a cancel to fail: the send then
+     * completes normally and MPI_Test_cancelled reports false).  A receive
+     * is cancelled if it is still posted, i.e. not matched yet. */
+    if (r->kind != REQ_RECV || r->pml_done) return OMPI_SUCCESS;
+    CommState *cs = reinterpret_cast<CommState *>(r->comm->c_pml_comm);
+    if (cs && rdrp_match_cancel(cs->mq, &r->match)) {
+        r->ompi.req_status._cancelled = true;
+        r->ompi.req_status.MPI_ERROR = MPI_SUCCESS;
+        r->ompi.req_status._ucount = 0;
+        req_complete(r);
+    }
+    return OMPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------ data */
+int req_prepare_data(Request *r)
+{
+    ompi_datatype_t *dt = r->dtype;
+    size_t dsize;
+    ompi_datatype_type_size(dt, &dsize);
+    if (r->count == 0 || dsize == 0) {
+        r->contig = true;
+        r->data = const_cast<char *>(static_cast<const char *>(r->buf));
+        r->packed = 0;
+        return OMPI_SUCCESS;
+    }
+    if (ompi_datatype_is_contiguous_memory_layout(dt, r->count)) {
+        ptrdiff_t true_lb, true_extent;
+        ompi_datatype_get_true_extent(dt, &true_lb, &true_extent);
+        r->contig = true;
+        r->data = const_cast<char *>(static_cast<const char *>(r->buf)) + true_lb;
+        r->packed = dsize * r->count;
+        return OMPI_SUCCESS;
+    }
+    r->contig = false;
+    r->data = nullptr;
+    if (r->kind == REQ_SEND) {
+        opal_convertor_copy_and_prepare_for_send(ompi_proc_local_proc->super.proc_convertor,
+                                                 &dt->super, r->count, r->buf, 0, &r->conv);
+    } else {
+        opal_convertor_copy_and_prepare_for_recv(ompi_proc_local_proc->super.proc_convertor,
+                                                 &dt->super, r->count, r->buf, 0, &r->conv);
+    }
+    r->conv_ready = true;
+    opal_convertor_get_packed_size(&r->conv, &r->packed);
+    return OMPI_SUCCESS;
+}
+
+/* Unpack len bytes of the packed stream, starting at offset, into the
+ * receive buffer. */
+void req_unpack(Request *r, size_t offset, const void *src, size_t len)
+{
+    if (len == 0) return;
+    if (r->contig) {
+        std::memcpy(r->data + offset, src, len);
+        return;
+    }
+    size_t pos = offset;
+    opal_convertor_set_position(&r->conv, &pos);
+    struct iovec iov;
+    iov.iov_base = const_cast<void *>(src);
+    iov.iov_len = len;
+    uint32_t iov_count = 1;
+    size_t max = len;
+    opal_convertor_unpack(&r->conv, &iov, &iov_count, &max);
+}
+
+/* ------------------------------------------------------------ pools */
+Unexpected *unex_alloc()
+{
+    Unexpected *u;
+    if (!g.unex_pool.empty()) {
+        u = g.unex_pool.back();
+        g.unex_pool.pop_back();
+    } else {
+        u = static_cast<Unexpected *>(malloc(sizeof(Unexpected)));
+        if (!u) return nullptr;
+    }
+    u->match.flags = 0;
+    u->data = nullptr;
+    u->owns_data = false;
+    u->data_len = 0;
+    u->rkey_len = 0;
+    return u;
+}
+
+void unex_release(Unexpected *u)
+{
+    if (u->owns_data) free(u->data);
+    u->data = nullptr;
+    u->owns_data = false;
+    g.unex_pool.push_back(u);
+}
+
+Ctrl *ctrl_alloc()
+{
+    if (!g.ctrl_pool.empty()) {
+        Ctrl *c = g.ctrl_pool.back();
+        g.ctrl_pool.pop_back();
+        return c;
+    }
+    return static_cast<Ctrl *>(calloc(1, sizeof(Ctrl)));
+}
+
+void ctrl_release(Ctrl *c) { g.ctrl_pool.push_back(c); }
+
+}  // namespace rdrp

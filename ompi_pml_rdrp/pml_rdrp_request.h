@@ -1,0 +1,222 @@
+/*
+ * pml/rdrp core: shared state, request and unexpected-message objects.
+ * Internal to the C++ translation units of the PML.
+ */
+#ifndef PML_RDRP_REQUEST_H
+#define PML_RDRP_REQUEST_H
+
+#include "ompi_cxx_prelude.h"
+extern "C" {
+#include "ompi/communicator/communicator.h"
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/message/message.h"
+#include "ompi/mca/pml/base/pml_base_bsend.h"
+#include "ompi/proc/proc.h"
+#include "ompi/request/request.h"
+#include "opal/datatype/opal_convertor.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+#include "pml_rdrp.h"
+}
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "pml_rdrp_wire.h"
+#include "rdrp_match.h"
+#include "rdrp_ucx.h"
+
+namespace rdrp {
+
+template <class T, class M>
+static inline T *container_of(M *m, M T::*member)
+{
+    return reinterpret_cast<T *>(reinterpret_cast<char *>(m) -
+                                 reinterpret_cast<size_t>(&(static_cast<T *>(nullptr)->*member)));
+}
+
+/* One per peer process, hung on proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML]. */
+struct Endpoint {
+    ucp_ep_h     ep;
+    uint64_t     peer_id;  /* jobid/vpid: keys the rkey cache */
+    int          remote;   /* on another node */
+    int          path;     /* RDRP_PATH_RMA or RDRP_PATH_AM for rendezvous to this peer */
+    ompi_proc_t *proc;
+};
+
+/* comm->c_pml_comm */
+struct CommState {
+    rdrp_match_queue_t  *mq;
+    ompi_communicator_t *comm;
+    int                  size;  /* remote group size (intra: the communicator size) */
+};
+
+/* Handle table: wire ids are (generation << 32 | index), so a stale or
+ * forged id from the network never reaches a freed object. */
+class IdTable {
+public:
+    uint64_t add(void *p);
+    void *get(uint64_t id) const;
+    void remove(uint64_t id);
+    size_t live() const { return slots_.size() - free_.size(); }
+private:
+    struct Slot { void *p; uint32_t gen; };
+    std::vector<Slot> slots_;
+    std::vector<uint32_t> free_;
+};
+
+enum ReqKind : uint8_t { REQ_SEND = 1, REQ_RECV = 2 };
+
+/* Receive data that arrived before its window had room (am path). */
+struct DeferredChunk { void *desc; size_t off; size_t len; };
+
+struct Request {
+    ompi_request_t   ompi;   /* must be first */
+    rdrp_match_item_t match; /* posted-receive node */
+    ReqKind kind;
+    bool    persistent;
+    bool    pml_done;        /* the PML will not touch it again until restarted */
+    bool    user_freed;      /* req_free called */
+    bool    internal;        /* not visible to the user (buffered-send carrier) */
+    /* arguments */
+    const void          *buf;
+    size_t               count;
+    ompi_datatype_t     *dtype;
+    ompi_communicator_t *comm;
+    int                  peer;
+    int                  tag;
+    int                  mode;   /* mca_pml_base_send_mode_t */
+    /* data description */
+    bool    contig;
+    char   *data;        /* contiguous bytes: user buffer or staging */
+    size_t  packed;      /* send: message size; recv: capacity */
+    char   *staging;     /* owned contiguous copy (non-contiguous data) */
+    bool    staging_bsend;
+    opal_convertor_t conv;
+    bool    conv_ready;
+    uint64_t id;         /* IdTable handle while the peer may name us */
+    Endpoint *ep;
+    /* send side */
+    union {
+        rdrp_eager_hdr_t eager;
+        struct { rdrp_rts_hdr_t h; char rkey[RDRP_MAX_RKEY]; } rts;
+    } hdr;
+    int     ucx_pending;   /* our UCX operations not yet completed */
+    bool    need_ack, acked;
+    bool    rndv, rndv_done;
+    rdrp_ucx_region_t *region;
+    size_t  first_len;
+    size_t  next_off, want, chunk, inflight, window;
+    /* receive side */
+    uint64_t sreq;
+    size_t   total, received;
+    int      rpath;
+    rdrp_ucx_rkey_t *rkey;
+    uint64_t raddr;
+    std::vector<DeferredChunk> *deferred;
+};
+
+/* An arrival that has not met its receive yet. */
+struct Unexpected {
+    rdrp_match_item_t match; /* must be first */
+    uint8_t  type;           /* RDRP_AM_EAGER or RDRP_AM_RTS */
+    uint32_t flags;
+    uint32_t cid;
+    uint64_t sreq;
+    size_t   total;          /* message size */
+    size_t   data_len;       /* eager payload or RTS first chunk */
+    char    *data;
+    bool     owns_data;
+    uint8_t  path;
+    uint16_t rkey_len;
+    uint64_t raddr, region_id;
+    char     rkey[RDRP_MAX_RKEY];
+};
+#define RDRP_ITEM_MATCHED 0x1u  /* match.flags: matched during rdrp_match_arrive */
+
+/* Small control send (CTS, FIN, ACK, one chunk header) whose header must
+ * outlive the UCX call. */
+struct Ctrl {
+    union { rdrp_cts_hdr_t cts; rdrp_fin_hdr_t fin; rdrp_chunk_hdr_t chunk; } h;
+    Request *req;  /* chunk sends: the send request */
+    size_t   len;
+};
+
+struct Stats {
+    uint64_t eager_sent, rndv_sent, rndv_am, rndv_rma, unexpected, chunks;
+};
+
+struct State {
+    rdrp_ucx_worker_t *uw = nullptr;
+    ucp_worker_h       worker = nullptr;
+    std::recursive_mutex lock;
+    bool               threads = false;
+    IdTable            ids;
+    std::vector<Request *>    req_pool;
+    std::vector<Unexpected *> unex_pool;
+    std::vector<Ctrl *>       ctrl_pool;
+    std::vector<Endpoint *>   endpoints;
+    std::map<uint32_t, std::vector<Unexpected *>> pending_cid;  /* comm not created here yet */
+    size_t             ctrl_pending = 0;
+    size_t             live_requests = 0;
+    Stats              stats{};
+};
+extern State g;
+
+/* Serialises the PML when the application runs MPI_THREAD_MULTIPLE. */
+struct Guard {
+    Guard() : on(g.threads) { if (on) g.lock.lock(); }
+    ~Guard() { if (on) g.lock.unlock(); }
+    bool on;
+};
+
+/* pml_rdrp_request.cc */
+Request *req_alloc(ReqKind kind);
+void     req_release(Request *r);
+void     req_complete(Request *r);      /* PML done: mark, then complete or release */
+int      req_prepare_data(Request *r);  /* contig pointer / convertor for buf,count,dtype */
+void     req_unpack(Request *r, size_t offset, const void *src, size_t len);
+Unexpected *unex_alloc();
+void        unex_release(Unexpected *u);
+Ctrl    *ctrl_alloc();
+void     ctrl_release(Ctrl *c);
+
+/* pml_rdrp_module.cc */
+Endpoint *get_endpoint(ompi_proc_t *proc);
+Endpoint *comm_endpoint(ompi_communicator_t *comm, int rank);
+CommState *comm_state(uint32_t cid);
+void fatal_status(const char *what, ucs_status_t st);
+
+/* pml_rdrp_send.cc */
+int  send_start(Request *r);
+void send_check_complete(Request *r);
+int  ctrl_send(Endpoint *ep, unsigned am_id, Ctrl *c, size_t hlen);
+ucs_status_t am_ack_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                       const ucp_am_recv_param_t *param);
+
+/* pml_rdrp_recv.cc */
+int  recv_start(Request *r);
+void deliver(Unexpected *u, Request *r);
+void arrival(CommState *cs, Unexpected *u);
+ucs_status_t am_eager_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                         const ucp_am_recv_param_t *param);
+ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                       const ucp_am_recv_param_t *param);
+
+/* pml_rdrp_rndv.cc */
+void rndv_recv_start(Request *r, Unexpected *u);
+ucs_status_t am_cts_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                       const ucp_am_recv_param_t *param);
+ucs_status_t am_chunk_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                         const ucp_am_recv_param_t *param);
+ucs_status_t am_fin_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                       const ucp_am_recv_param_t *param);
+
+/* Reject a malformed header: message, then abort (nothing was touched). */
+void bad_header(const char *what, uint64_t value);
+
+}  // namespace rdrp
+
+#endif

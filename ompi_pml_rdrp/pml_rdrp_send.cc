@@ -1,0 +1,355 @@
+/* pml/rdrp: the send side: modes, eager, RTS, control messages. */
+#include "pml_rdrp_request.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace rdrp {
+
+/* ------------------------------------------------------------ completion */
+void send_check_complete(Request *r)
+{
+    if (r->ucx_pending > 0) return;
+    if (r->need_ack && !r->acked) return;
+    if (r->rndv && !r->rndv_done) return;
+    r->ompi.req_status.MPI_ERROR = MPI_SUCCESS;
+    req_complete(r);
+}
+
+static void send_ucx_cb(void *request, ucs_status_t status, void *user_data)
+{
+    Request *r = static_cast<Request *>(user_data);
+    ucp_request_free(request);
+    if (status != UCS_OK) fatal_status("send completion", status);
+    --r->ucx_pending;
+    send_check_complete(r);
+}
+
+/* Common part of every UCX send of a request: track or fail. */
+static inline int track(Request *r, ucs_status_ptr_t sp, const char *what)
+{
+    if (OPAL_LIKELY(sp == nullptr)) return OMPI_SUCCESS;
+    if (UCS_PTR_IS_ERR(sp)) {
+        fatal_status(what, UCS_PTR_STATUS(sp));
+        return OMPI_ERROR;
+    }
+    ++r->ucx_pending;
+    return OMPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------ control messages */
+static void ctrl_ucx_cb(void *request, ucs_status_t status, void *user_data)
+{
+    ucp_request_free(request);
+    if (status != UCS_OK) fatal_status("control message", status);
+    --g.ctrl_pending;
+    ctrl_release(static_cast<Ctrl *>(user_data));
+}
+
+int ctrl_send(Endpoint *ep, unsigned am_id, Ctrl *c, size_t hlen)
+{
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                     UCP_OP_ATTR_FIELD_FLAGS;
+    p.cb.send = ctrl_ucx_cb;
+    p.user_data = c;
+    p.flags = UCP_AM_SEND_FLAG_EAGER;
+    ucs_status_ptr_t sp = ucp_am_send_nbx(ep->ep, am_id, &c->h, hlen, nullptr, 0, &p);
+    if (sp == nullptr) {
+        ctrl_release(c);
+        return OMPI_SUCCESS;
+    }
+    if (UCS_PTR_IS_ERR(sp)) {
+        ctrl_release(c);
+        fatal_status("control message", UCS_PTR_STATUS(sp));
+        return OMPI_ERROR;
+    }
+    ++g.ctrl_pending;
+    return OMPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------ protocols */
+static int send_eager(Request *r, uint32_t seq)
+{
+    rdrp_eager_hdr_t *h = &r->hdr.eager;
+    h->m.cid = r->comm->c_contextid;
+    h->m.src = r->comm->c_my_rank;
+    h->m.tag = r->tag;
+    h->m.seq = seq;
+    h->flags = 0;
+    h->pad = 0;
+    h->sreq = 0;
+    if (r->mode == MCA_PML_BASE_SEND_SYNCHRONOUS) {
+        r->id = g.ids.add(r);
+        h->sreq = r->id;
+        h->flags = RDRP_FLAG_SYNC;
+        r->need_ack = true;
+    }
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                     UCP_OP_ATTR_FIELD_FLAGS;
+    p.cb.send = send_ucx_cb;
+    p.user_data = r;
+    p.flags = UCP_AM_SEND_FLAG_EAGER;
+    ++g.stats.eager_sent;
+    return track(r, ucp_am_send_nbx(r->ep->ep, RDRP_AM_EAGER, h, sizeof(*h), r->data, r->packed, &p),
+                 "eager send");
+}
+
+static int send_rts(Request *r, uint32_t seq)
+{
+    rdrp_rts_hdr_t *h = &r->hdr.rts.h;
+    std::memset(h, 0, sizeof(*h));
+    h->m.cid = r->comm->c_contextid;
+    h->m.src = r->comm->c_my_rank;
+    h->m.tag = r->tag;
+    h->m.seq = seq;
+    h->path = static_cast<uint8_t>(r->ep->path);
+    r->id = g.ids.add(r);
+    h->sreq = r->id;
+    h->total_len = r->packed;
+    r->first_len = std::min(r->packed, mca_pml_rdrp_params.rndv_first_chunk);
+    h->first_len = r->first_len;
+    r->rndv = true;
+    r->rndv_done = false;
+    size_t hlen = sizeof(*h);
+    if (r->ep->path == RDRP_PATH_RMA) {
+        r->region = rdrp_ucx_reg_acquire(r->data, r->packed);
+        if (!r->region || r->region->rkey_len > RDRP_MAX_RKEY) {
+            mca_pml_rdrp_fatal("send-failed", "memory registration for rendezvous failed",
+                               rdrp_ucx_last_error());
+            return OMPI_ERROR;
+        }
+        h->raddr = reinterpret_cast<uint64_t>(r->data);
+        h->region_id = r->region->id;
+        h->rkey_len = static_cast<uint16_t>(r->region->rkey_len);
+        std::memcpy(r->hdr.rts.rkey, r->region->rkey_buf, r->region->rkey_len);
+        hlen += r->region->rkey_len;
+        ++g.stats.rndv_rma;
+    } else {
+        ++g.stats.rndv_am;
+    }
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                     UCP_OP_ATTR_FIELD_FLAGS;
+    p.cb.send = send_ucx_cb;
+    p.user_data = r;
+    p.flags = UCP_AM_SEND_FLAG_EAGER;
+    ++g.stats.rndv_sent;
+    return track(r, ucp_am_send_nbx(r->ep->ep, RDRP_AM_RTS, h, hlen, r->data, r->first_len, &p),
+                 "rendezvous RTS");
+}
+
+/* Pack non-contiguous data into an owned contiguous staging buffer. */
+static int pack_to_staging(Request *r, char *dst)
+{
+    struct iovec iov;
+    iov.iov_base = dst;
+    iov.iov_len = r->packed;
+    uint32_t iov_count = 1;
+    size_t max = r->packed;
+    size_t pos = 0;
+    opal_convertor_set_position(&r->conv, &pos);
+    if (opal_convertor_pack(&r->conv, &iov, &iov_count, &max) < 0) return OMPI_ERROR;
+    r->data = dst;
+    return OMPI_SUCCESS;
+}
+
+/* Start (or restart, for persistent requests) a prepared send request. */
+int send_start(Request *r)
+{
+    r->ucx_pending = 0;
+    r->need_ack = r->acked = false;
+    r->rndv = r->rndv_done = false;
+    r->ompi.req_status._cancelled = 0;
+    r->ompi.req_status._ucount = 0;
+    int rc = req_prepare_data(r);
+    if (rc != OMPI_SUCCESS) return rc;
+    if (!r->contig && r->packed > 0) {
+        char *st = static_cast<char *>(malloc(r->packed));
+        if (!st) return OMPI_ERR_OUT_OF_RESOURCE;
+        r->staging = st;
+        if (pack_to_staging(r, st) != OMPI_SUCCESS) return OMPI_ERROR;
+    }
+    CommState *cs = reinterpret_cast<CommState *>(r->comm->c_pml_comm);
+    uint32_t seq = rdrp_match_next_send_seq(cs->mq, r->peer);
+    if (r->packed <= mca_pml_rdrp_params.eager_limit) rc = send_eager(r, seq);
+    else rc = send_rts(r, seq);
+    if (rc != OMPI_SUCCESS) return rc;
+    send_check_complete(r);
+    return OMPI_SUCCESS;
+}
+
+/* A buffered send: pack into the attached buffer, send that from an
+ * internal request, and let the user's request complete at once. */
+static int bsend_start(Request *user, Request *carrier)
+{
+    int rc = req_prepare_data(carrier);
+    if (rc != OMPI_SUCCESS) return rc;
+    size_t len = carrier->packed;
+    char *buf = static_cast<char *>(mca_pml_base_bsend_request_alloc_buf(len ? len : 1));
+    if (!buf) {
+        mca_pml_rdrp_show_help("send-failed", "MPI_Bsend: the attached buffer is too small or missing",
+                               "(see MPI_Buffer_attach)");
+        return OMPI_ERR_BUFFER;
+    }
+    if (carrier->contig) {
+        if (len) std::memcpy(buf, carrier->data, len);
+    } else if (pack_to_staging(carrier, buf) != OMPI_SUCCESS) {
+        mca_pml_base_bsend_request_free(buf);
+        return OMPI_ERROR;
+    }
+    if (carrier->conv_ready) {
+        opal_convertor_cleanup(&carrier->conv);
+        carrier->conv_ready = false;
+    }
+    /* the carrier now sends contiguous bytes from the bsend buffer */
+    carrier->buf = buf;
+    carrier->count = len;
+    OMPI_DATATYPE_RELEASE(carrier->dtype);
+    carrier->dtype = &ompi_mpi_byte.dt;
+    OMPI_DATATYPE_RETAIN(carrier->dtype);
+    carrier->mode = MCA_PML_BASE_SEND_STANDARD;
+    /* the buffer goes back to the bsend allocator with the carrier's activation */
+    carrier->staging = buf;
+    carrier->staging_bsend = true;
+    rc = send_start(carrier);
+    if (rc != OMPI_SUCCESS) return rc;  /* the caller releases the carrier and the buffer */
+    if (user) {
+        user->ompi.req_status.MPI_ERROR = MPI_SUCCESS;
+        req_complete(user);
+    }
+    return OMPI_SUCCESS;
+}
+
+static void init_send(Request *r, const void *buf, size_t count, ompi_datatype_t *dt, int dst,
+                      int tag, mca_pml_base_send_mode_t mode, ompi_communicator_t *comm)
+{
+    r->buf = buf;
+    r->count = count;
+    r->dtype = dt;
+    OMPI_DATATYPE_RETAIN(dt);
+    r->comm = comm;
+    r->peer = dst;
+    r->tag = tag;
+    r->mode = mode;
+    r->ompi.req_mpi_object.comm = comm;
+    r->ompi.req_status.MPI_SOURCE = comm->c_my_rank;
+    r->ompi.req_status.MPI_TAG = tag;
+}
+
+/* Start a send request in its mode: shared by isend, send and start. */
+static int start_in_mode(Request *r)
+{
+    if (r->mode == MCA_PML_BASE_SEND_BUFFERED) {
+        Request *carrier = req_alloc(REQ_SEND);
+        if (!carrier) return OMPI_ERR_OUT_OF_RESOURCE;
+        init_send(carrier, r->buf, r->count, r->dtype, r->peer, r->tag,
+                  static_cast<mca_pml_base_send_mode_t>(r->mode), r->comm);
+        carrier->internal = true;
+        carrier->ep = r->ep;
+        int rc = bsend_start(r, carrier);
+        if (rc != OMPI_SUCCESS) req_release(carrier);
+        return rc;
+    }
+    return send_start(r);
+}
+
+/* ------------------------------------------------------------ ACK handler */
+ucs_status_t am_ack_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                       const ucp_am_recv_param_t *param)
+{
+    (void)arg; (void)data; (void)len; (void)param;
+    if (hlen != sizeof(rdrp_ack_hdr_t)) {
+        bad_header("ACK header length", hlen);
+        return UCS_OK;
+    }
+    rdrp_ack_hdr_t h;
+    std::memcpy(&h, hdr, sizeof(h));
+    Request *r = static_cast<Request *>(g.ids.get(h.sreq));
+    if (!r || r->kind != REQ_SEND || !r->need_ack || r->acked) {
+        bad_header("ACK for an unknown send", h.sreq);
+        return UCS_OK;
+    }
+    r->acked = true;
+    send_check_complete(r);
+    return UCS_OK;
+}
+
+}  // namespace rdrp
+
+using namespace rdrp;
+
+extern "C" int mca_pml_rdrp_isend_init(const void *buf, size_t count, ompi_datatype_t *dt, int dst,
+                                       int tag, mca_pml_base_send_mode_t mode,
+                                       ompi_communicator_t *comm, ompi_request_t **request)
+{
+    Guard guard;
+    Request *r = req_alloc(REQ_SEND);
+    if (!r) return OMPI_ERR_OUT_OF_RESOURCE;
+    init_send(r, buf, count, dt, dst, tag, mode, comm);
+    r->persistent = true;
+    r->pml_done = true;
+    r->ompi.req_persistent = true;
+    r->ompi.req_state = OMPI_REQUEST_INACTIVE;
+    r->ompi.req_start = mca_pml_rdrp_start;
+    r->ompi.req_complete = REQUEST_COMPLETED;
+    *request = &r->ompi;
+    return OMPI_SUCCESS;
+}
+
+extern "C" int mca_pml_rdrp_isend(const void *buf, size_t count, ompi_datatype_t *dt, int dst,
+                                  int tag, mca_pml_base_send_mode_t mode, ompi_communicator_t *comm,
+                                  ompi_request_t **request)
+{
+    Guard guard;
+    Request *r = req_alloc(REQ_SEND);
+    if (!r) return OMPI_ERR_OUT_OF_RESOURCE;
+    init_send(r, buf, count, dt, dst, tag, mode, comm);
+    r->ep = comm_endpoint(comm, dst);
+    int rc = start_in_mode(r);
+    if (rc != OMPI_SUCCESS) {
+        req_release(r);
+        return rc;
+    }
+    *request = &r->ompi;
+    return OMPI_SUCCESS;
+}
+
+extern "C" int mca_pml_rdrp_send(const void *buf, size_t count, ompi_datatype_t *dt, int dst,
+                                 int tag, mca_pml_base_send_mode_t mode, ompi_communicator_t *comm)
+{
+    ompi_request_t *req;
+    int rc = mca_pml_rdrp_isend(buf, count, dt, dst, tag, mode, comm, &req);
+    if (rc != OMPI_SUCCESS) return rc;
+    ompi_request_wait_completion(req);
+    rc = req->req_status.MPI_ERROR;
+    ompi_request_free(&req);
+    return rc;
+}
+
+/* pml_rdrp_recv.cc */
+namespace rdrp { int recv_restart(Request *r); }
+
+extern "C" int mca_pml_rdrp_start(size_t count, ompi_request_t **requests)
+{
+    Guard guard;
+    for (size_t i = 0; i < count; ++i) {
+        Request *r = reinterpret_cast<Request *>(requests[i]);
+        if (!r || r->ompi.req_type != OMPI_REQUEST_PML || !r->persistent) continue;
+        if (!r->pml_done) return OMPI_ERR_REQUEST;  /* still active */
+        r->pml_done = false;
+        r->ompi.req_state = OMPI_REQUEST_ACTIVE;
+        r->ompi.req_complete = REQUEST_PENDING;
+        r->ompi.req_status.MPI_ERROR = MPI_SUCCESS;
+        int rc;
+        if (r->kind == REQ_SEND) {
+            if (!r->ep) r->ep = comm_endpoint(r->comm, r->peer);
+            rc = start_in_mode(r);
+        } else {
+            rc = recv_restart(r);
+        }
+        if (rc != OMPI_SUCCESS) return rc;
+    }
+    return OMPI_SUCCESS;
+}

@@ -1,0 +1,77 @@
+/*
+ * pml/rdrp wire format: one UCP active-message id per message type, each
+ * with a fixed header.  Every field a receiver uses to index memory (ids,
+ * offsets, lengths) is validated against local state before any byte is
+ * copied: see the *_valid helpers and their callers.
+ */
+#ifndef PML_RDRP_WIRE_H
+#define PML_RDRP_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum rdrp_am_id {
+    RDRP_AM_EAGER = 0,  /* match header + whole payload */
+    RDRP_AM_RTS   = 1,  /* match header + rendezvous description + first chunk */
+    RDRP_AM_CTS   = 2,  /* receiver -> sender: matched; am path: start streaming */
+    RDRP_AM_CHUNK = 3,  /* sender -> receiver (am path): one chunk, UCX rendezvous data */
+    RDRP_AM_FIN   = 4,  /* receiver -> sender (rma path): all pulled, sender may complete */
+    RDRP_AM_ACK   = 5,  /* receiver -> sender: a synchronous eager send was matched */
+    RDRP_AM_COUNT
+};
+
+/* Envelope used for matching. */
+typedef struct rdrp_match_hdr {
+    uint32_t cid;    /* communicator context id */
+    int32_t  src;    /* sender's rank in the communicator (local group for inter) */
+    int32_t  tag;
+    uint32_t seq;    /* per-(communicator, destination) sequence number */
+} rdrp_match_hdr_t;
+
+#define RDRP_FLAG_SYNC 0x1u   /* sender needs an ACK when the message is matched */
+
+typedef struct rdrp_eager_hdr {
+    rdrp_match_hdr_t m;
+    uint32_t flags;
+    uint32_t pad;
+    uint64_t sreq;   /* sender request id (only meaningful with RDRP_FLAG_SYNC) */
+} rdrp_eager_hdr_t;
+
+#define RDRP_MAX_RKEY 512
+
+typedef struct rdrp_rts_hdr {
+    rdrp_match_hdr_t m;
+    uint32_t flags;
+    uint8_t  path;       /* RDRP_PATH_RMA or RDRP_PATH_AM */
+    uint8_t  pad;
+    uint16_t rkey_len;   /* rma path: packed rkey bytes following this header */
+    uint64_t sreq;
+    uint64_t total_len;  /* packed message size */
+    uint64_t first_len;  /* payload bytes carried in this RTS */
+    uint64_t raddr;      /* rma path: remote address of byte 0 of the message */
+    uint64_t region_id;  /* rma path: sender's registration id (rkey cache key) */
+    /* followed by rkey_len bytes of packed rkey */
+} rdrp_rts_hdr_t;
+
+typedef struct rdrp_cts_hdr {
+    uint64_t sreq;
+    uint64_t rreq;
+    uint64_t want_len;   /* bytes the receiver takes (less than total when truncated) */
+    uint32_t window;     /* chunks the receiver accepts in flight */
+    uint32_t pad;
+    uint64_t chunk_size; /* receiver's chunk size */
+} rdrp_cts_hdr_t;
+
+typedef struct rdrp_chunk_hdr {
+    uint64_t rreq;
+    uint64_t sreq;
+    uint64_t offset;
+} rdrp_chunk_hdr_t;
+
+typedef struct rdrp_fin_hdr {
+    uint64_t sreq;
+} rdrp_fin_hdr_t;
+
+typedef rdrp_fin_hdr_t rdrp_ack_hdr_t;
+
+#endif

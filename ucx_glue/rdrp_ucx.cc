@@ -1,0 +1,330 @@
+/* ucx_glue: context, workers, endpoints, AM dispatch and the rkey cache. */
+#include "rdrp_ucx.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+std::mutex g_ctx_lock;
+ucp_context_h g_ctx = nullptr;
+int g_ctx_refs = 0;
+thread_local std::string g_last_error;
+
+void set_error(const char *what, ucs_status_t st)
+{
+    g_last_error = std::string(what) + ": " + ucs_status_string(st);
+}
+
+struct rkey_entry {
+    ucp_rkey_h rkey;
+    int refs;
+    uint64_t last_use;
+};
+
+}  // namespace
+
+struct rdrp_ucx_rkey {
+    std::pair<uint64_t, uint64_t> key;
+    rkey_entry e;
+};
+
+struct rdrp_ucx_worker {
+    ucp_worker_h worker = nullptr;
+    int thread_multi = 0;
+    rdrp_ucx_peer_error_fn_t on_error = nullptr;
+    void *error_arg = nullptr;
+    std::vector<ucp_ep_h> eps;                      /* every endpoint we created */
+    std::map<ucp_ep_h, uint64_t> ep_peer;           /* for the error callback */
+    std::map<std::pair<uint64_t, uint64_t>, rdrp_ucx_rkey *> rkeys;
+    uint64_t rkey_clock = 0;
+    static constexpr size_t rkey_cache_max = 1024;
+};
+
+extern "C" {
+
+const char *rdrp_ucx_last_error(void) { return g_last_error.c_str(); }
+
+int rdrp_ucx_context_acquire(const rdrp_ucx_context_params_t *params)
+{
+    std::lock_guard<std::mutex> g(g_ctx_lock);
+    if (g_ctx) {
+        ++g_ctx_refs;
+        return 0;
+    }
+    ucp_config_t *config;
+    ucs_status_t st = ucp_config_read("MPI", nullptr, &config);
+    if (st != UCS_OK) {
+        set_error("ucp_config_read", st);
+        return -1;
+    }
+    ucp_params_t p;
+    std::memset(&p, 0, sizeof(p));
+    p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                   UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+    p.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_TAG;
+    if (params && params->want_wakeup) p.features |= UCP_FEATURE_WAKEUP;
+    p.mt_workers_shared = 1;  /* pml, btl and the cdag engine thread may each own a worker */
+    p.estimated_num_eps = params ? params->estimated_num_eps : 0;
+    st = ucp_init(&p, config, &g_ctx);
+    ucp_config_release(config);
+    if (st != UCS_OK) {
+        set_error("ucp_init", st);
+        g_ctx = nullptr;
+        return -1;
+    }
+    g_ctx_refs = 1;
+    return 0;
+}
+
+void rdrp_ucx_context_release(void)
+{
+    std::lock_guard<std::mutex> g(g_ctx_lock);
+    if (g_ctx && --g_ctx_refs == 0) {
+        rdrp_ucx_reg_flush();  /* ucp_cleanup aborts while memory is still mapped */
+        ucp_cleanup(g_ctx);
+        g_ctx = nullptr;
+    }
+}
+
+ucp_context_h rdrp_ucx_context(void) { return g_ctx; }
+
+rdrp_ucx_worker_t *rdrp_ucx_worker_create(int thread_multi, rdrp_ucx_peer_error_fn_t on_error,
+                                          void *error_arg)
+{
+    if (!g_ctx) {
+        g_last_error = "no UCX context";
+        return nullptr;
+    }
+    auto *w = new (std::nothrow) rdrp_ucx_worker;
+    if (!w) {
+        g_last_error = "out of memory";
+        return nullptr;
+    }
+    ucp_worker_params_t wp;
+    std::memset(&wp, 0, sizeof(wp));
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = thread_multi ? UCS_THREAD_MODE_MULTI : UCS_THREAD_MODE_SINGLE;
+    ucs_status_t st = ucp_worker_create(g_ctx, &wp, &w->worker);
+    if (st != UCS_OK) {
+        set_error("ucp_worker_create", st);
+        delete w;
+        return nullptr;
+    }
+    ucp_worker_attr_t attr;
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE;
+    if (ucp_worker_query(w->worker, &attr) == UCS_OK && thread_multi &&
+        attr.thread_mode != UCS_THREAD_MODE_MULTI) {
+        g_last_error = "UCX did not grant a thread-safe worker (UCS_THREAD_MODE_MULTI)";
+        ucp_worker_destroy(w->worker);
+        delete w;
+        return nullptr;
+    }
+    w->thread_multi = thread_multi;
+    w->on_error = on_error;
+    w->error_arg = error_arg;
+    return w;
+}
+
+ucp_worker_h rdrp_ucx_worker_handle(rdrp_ucx_worker_t *w) { return w->worker; }
+int rdrp_ucx_worker_is_thread_multi(rdrp_ucx_worker_t *w) { return w->thread_multi; }
+
+int rdrp_ucx_worker_address(rdrp_ucx_worker_t *w, int net_only, void **addr, size_t *len)
+{
+    ucp_worker_attr_t attr;
+    std::memset(&attr, 0, sizeof(attr));
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS | UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS;
+    attr.address_flags = net_only ? UCP_WORKER_ADDRESS_FLAG_NET_ONLY : 0;
+    ucs_status_t st = ucp_worker_query(w->worker, &attr);
+    if (st != UCS_OK) {
+        set_error("ucp_worker_query(address)", st);
+        return -1;
+    }
+    *addr = attr.address;
+    *len = attr.address_length;
+    return 0;
+}
+
+void rdrp_ucx_worker_address_release(rdrp_ucx_worker_t *w, void *addr)
+{
+    ucp_worker_release_address(w->worker, static_cast<ucp_address_t *>(addr));
+}
+
+int rdrp_ucx_set_am_handler(rdrp_ucx_worker_t *w, unsigned id, ucp_am_recv_callback_t cb, void *arg)
+{
+    ucp_am_handler_param_t hp;
+    std::memset(&hp, 0, sizeof(hp));
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    hp.id = id;
+    hp.cb = cb;
+    hp.arg = arg;
+    hp.flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA;
+    ucs_status_t st = ucp_worker_set_am_recv_handler(w->worker, &hp);
+    if (st != UCS_OK) {
+        set_error("ucp_worker_set_am_recv_handler", st);
+        return -1;
+    }
+    return 0;
+}
+
+static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    auto *w = static_cast<rdrp_ucx_worker_t *>(arg);
+    auto it = w->ep_peer.find(ep);
+    uint64_t peer = it == w->ep_peer.end() ? UINT64_MAX : it->second;
+    if (w->on_error) w->on_error(w->error_arg, peer, status);
+}
+
+ucp_ep_h rdrp_ucx_connect(rdrp_ucx_worker_t *w, const void *addr, size_t len, int remote,
+                          uint64_t peer_id)
+{
+    (void)len;
+    ucp_ep_params_t ep;
+    std::memset(&ep, 0, sizeof(ep));
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep.address = static_cast<const ucp_address_t *>(addr);
+    if (remote) {
+        ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep.err_handler.cb = ep_error_cb;
+        ep.err_handler.arg = w;
+    } else {
+        ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    }
+    ucp_ep_h h;
+    ucs_status_t st = ucp_ep_create(w->worker, &ep, &h);
+    if (st != UCS_OK) {
+        set_error("ucp_ep_create", st);
+        return nullptr;
+    }
+    w->eps.push_back(h);
+    w->ep_peer[h] = peer_id;
+    return h;
+}
+
+void rdrp_ucx_ep_forget(rdrp_ucx_worker_t *w, ucp_ep_h ep)
+{
+    for (size_t i = 0; i < w->eps.size(); ++i) {
+        if (w->eps[i] == ep) {
+            w->eps[i] = w->eps.back();
+            w->eps.pop_back();
+            break;
+        }
+    }
+    w->ep_peer.erase(ep);
+}
+
+void rdrp_ucx_worker_destroy(rdrp_ucx_worker_t *w, double timeout_sec)
+{
+    if (!w) return;
+    for (auto &kv : w->rkeys) {
+        ucp_rkey_destroy(kv.second->e.rkey);
+        delete kv.second;
+    }
+    w->rkeys.clear();
+    /* Close every endpoint without blocking: a flush waits for the peer's
+     * progress on this UCX, so progress here and give up after timeout. */
+    std::vector<void *> pending;
+    for (ucp_ep_h ep : w->eps) {
+        ucp_request_param_t p;
+        std::memset(&p, 0, sizeof(p));
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        void *r = ucp_ep_close_nbx(ep, &p);
+        if (UCS_PTR_IS_PTR(r)) pending.push_back(r);
+    }
+    auto start = std::chrono::steady_clock::now();
+    while (!pending.empty()) {
+        ucp_worker_progress(w->worker);
+        for (size_t i = 0; i < pending.size();) {
+            if (ucp_request_check_status(pending[i]) != UCS_INPROGRESS) {
+                ucp_request_free(pending[i]);
+                pending[i] = pending.back();
+                pending.pop_back();
+            } else {
+                ++i;
+            }
+        }
+        double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (el > timeout_sec) break;  /* leak the requests rather than hang */
+    }
+    w->eps.clear();
+    if (pending.empty()) ucp_worker_destroy(w->worker);
+    delete w;
+}
+
+/* ------------------------------------------------------------ rkey cache */
+rdrp_ucx_rkey_t *rdrp_ucx_rkey_get(rdrp_ucx_worker_t *w, ucp_ep_h ep, uint64_t peer_id,
+                                   uint64_t region_id, const void *rkey_buf, size_t rkey_len)
+{
+    (void)rkey_len;
+    auto key = std::make_pair(peer_id, region_id);
+    auto it = w->rkeys.find(key);
+    if (it != w->rkeys.end()) {
+        it->second->e.refs++;
+        it->second->e.last_use = ++w->rkey_clock;
+        return it->second;
+    }
+    if (w->rkeys.size() >= rdrp_ucx_worker::rkey_cache_max) {
+        /* evict the least recently used idle entry */
+        auto victim = w->rkeys.end();
+        for (auto i = w->rkeys.begin(); i != w->rkeys.end(); ++i) {
+            if (i->second->e.refs == 0 &&
+                (victim == w->rkeys.end() || i->second->e.last_use < victim->second->e.last_use))
+                victim = i;
+        }
+        if (victim != w->rkeys.end()) {
+            ucp_rkey_destroy(victim->second->e.rkey);
+            delete victim->second;
+            w->rkeys.erase(victim);
+        }
+    }
+    ucp_rkey_h rk;
+    ucs_status_t st = ucp_ep_rkey_unpack(ep, rkey_buf, &rk);
+    if (st != UCS_OK) {
+        set_error("ucp_ep_rkey_unpack", st);
+        return nullptr;
+    }
+    auto *k = new (std::nothrow) rdrp_ucx_rkey;
+    if (!k) {
+        ucp_rkey_destroy(rk);
+        return nullptr;
+    }
+    k->key = key;
+    k->e.rkey = rk;
+    k->e.refs = 1;
+    k->e.last_use = ++w->rkey_clock;
+    w->rkeys[key] = k;
+    return k;
+}
+
+ucp_rkey_h rdrp_ucx_rkey_handle(rdrp_ucx_rkey_t *k) { return k->e.rkey; }
+
+void rdrp_ucx_rkey_put(rdrp_ucx_worker_t *w, rdrp_ucx_rkey_t *k)
+{
+    (void)w;
+    k->e.refs--;
+}
+
+void rdrp_ucx_rkey_drop_peer(rdrp_ucx_worker_t *w, uint64_t peer_id)
+{
+    for (auto it = w->rkeys.begin(); it != w->rkeys.end();) {
+        if (it->first.first == peer_id && it->second->e.refs == 0) {
+            ucp_rkey_destroy(it->second->e.rkey);
+            delete it->second;
+            it = w->rkeys.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+}  // extern "C"
