@@ -73,6 +73,7 @@ Request *req_alloc(ReqKind kind)
     r->deferred = nullptr;
     r->dtype = nullptr;
     OMPI_REQUEST_INIT(&r->ompi, false);
+    r->ompi.req_state = OMPI_REQUEST_ACTIVE;  /* waits skip INACTIVE requests */
     r->ompi.req_type = OMPI_REQUEST_PML;
     r->ompi.req_free = req_free_fn;
     r->ompi.req_cancel = req_cancel_fn;
