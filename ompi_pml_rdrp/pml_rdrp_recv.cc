@@ -216,6 +216,17 @@ static Unexpected *mprobe_once(int src, int tag, ompi_communicator_t *comm, bool
     return it ? container_of(it, &Unexpected::match) : nullptr;
 }
 
+/* An unsuccessful (m)probe already progressed our worker; let the rest of
+ * Open MPI progress too, every progress_iterations misses. */
+static void miss_progress()
+{
+    static thread_local int misses;
+    if (++misses >= mca_pml_rdrp_params.progress_iterations) {
+        misses = 0;
+        opal_progress();
+    }
+}
+
 }  // namespace rdrp
 
 using namespace rdrp;
@@ -281,7 +292,7 @@ extern "C" int mca_pml_rdrp_iprobe(int src, int tag, ompi_communicator_t *comm, 
         if (u) probe_status(u, status);
     }
     *matched = u != nullptr;
-    if (!u) opal_progress();  /* let the rest of Open MPI progress too */
+    if (!u) miss_progress();
     return OMPI_SUCCESS;
 }
 
@@ -316,7 +327,7 @@ extern "C" int mca_pml_rdrp_improbe(int src, int tag, ompi_communicator_t *comm,
     *matched = u != nullptr;
     if (!u) {
         *message = MPI_MESSAGE_NULL;
-        opal_progress();
+        miss_progress();
         return OMPI_SUCCESS;
     }
     ompi_message_t *msg = ompi_message_alloc();

@@ -316,11 +316,72 @@ extern "C" int mca_pml_rdrp_isend(const void *buf, size_t count, ompi_datatype_t
     return OMPI_SUCCESS;
 }
 
+/* Blocking standard send of a small contiguous message: no request object,
+ * the header lives on this stack frame until UCX is done with it. */
+static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt, int dst, int tag,
+                              ompi_communicator_t *comm, int *rc)
+{
+    ucs_status_ptr_t sp;
+    rdrp_eager_hdr_t h;
+    {
+        Guard guard;
+        size_t dsize;
+        ompi_datatype_type_size(dt, &dsize);
+        size_t len = dsize * count;
+        if (len > mca_pml_rdrp_params.eager_limit ||
+            (len && !ompi_datatype_is_contiguous_memory_layout(dt, count)))
+            return false;
+        const char *data = static_cast<const char *>(buf);
+        if (len) {
+            ptrdiff_t true_lb, true_extent;
+            ompi_datatype_get_true_extent(dt, &true_lb, &true_extent);
+            data += true_lb;
+        }
+        Endpoint *ep = comm_endpoint(comm, dst);
+        CommState *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
+        h.m.cid = comm->c_contextid;
+        h.m.src = comm->c_my_rank;
+        h.m.tag = tag;
+        h.m.seq = rdrp_match_next_send_seq(cs->mq, dst);
+        h.flags = 0;
+        h.pad = 0;
+        h.sreq = 0;
+        ucp_request_param_t p;
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = UCP_AM_SEND_FLAG_EAGER;
+        ++g.stats.eager_sent;
+        sp = ucp_am_send_nbx(ep->ep, RDRP_AM_EAGER, &h, sizeof(h), data, len, &p);
+        if (OPAL_LIKELY(sp == nullptr)) {
+            *rc = OMPI_SUCCESS;
+            return true;
+        }
+        if (UCS_PTR_IS_ERR(sp)) {
+            fatal_status("eager send", UCS_PTR_STATUS(sp));
+            *rc = OMPI_ERROR;
+            return true;
+        }
+    }
+    /* back-pressure: wait (progressing everything) until UCX took the data */
+    while (ucp_request_check_status(sp) == UCS_INPROGRESS) opal_progress();
+    ucs_status_t st = ucp_request_check_status(sp);
+    {
+        Guard guard;
+        ucp_request_free(sp);
+    }
+    if (st != UCS_OK) fatal_status("eager send", st);
+    *rc = st == UCS_OK ? OMPI_SUCCESS : OMPI_ERROR;
+    return true;
+}
+
 extern "C" int mca_pml_rdrp_send(const void *buf, size_t count, ompi_datatype_t *dt, int dst,
                                  int tag, mca_pml_base_send_mode_t mode, ompi_communicator_t *comm)
 {
+    int rc;
+    if ((mode == MCA_PML_BASE_SEND_STANDARD || mode == MCA_PML_BASE_SEND_READY) &&
+        send_eager_inline(buf, count, dt, dst, tag, comm, &rc))
+        return rc;
     ompi_request_t *req;
-    int rc = mca_pml_rdrp_isend(buf, count, dt, dst, tag, mode, comm, &req);
+    rc = mca_pml_rdrp_isend(buf, count, dt, dst, tag, mode, comm, &req);
     if (rc != OMPI_SUCCESS) return rc;
     ompi_request_wait_completion(req);
     rc = req->req_status.MPI_ERROR;

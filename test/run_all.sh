@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The whole rdrp test suite: GoogleTest unit tests of the engines, then the
+# MPI tests (test/mpi) launched by mpirun against the components just built,
+# in every configuration below.  One line per test; the last line is
+# "N passed, N failed" over everything.  Exit status 0 only if nothing failed.
+#
+# RDRP_BUILD_DIR: the configured build tree (default: ./build).
+# RDRP_TEST_CONFIGS: space-separated subset of the configuration names.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${RDRP_BUILD_DIR:-$top/build}
+[ -f "$build/Makefile" ] || { echo "no configured build in $build (run scripts/quickstart.sh build)"; exit 2; }
+export OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$build/.libs"
+export TEST_BUILD_DIR="$build/test-mpi"
+
+pass=0
+fail=0
+tally() {  # add the counts of a runner's closing "N passed, N failed" line
+    local line
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -1)
+    if [ -z "$line" ]; then
+        echo "FAIL $2: runner printed no result line"
+        fail=$((fail + 1))
+        return
+    fi
+    pass=$((pass + $(echo "$line" | cut -d' ' -f1)))
+    fail=$((fail + $(echo "$line" | cut -d' ' -f3)))
+}
+
+# ---------------------------------------------------------------- unit tests
+echo "== unit tests (GoogleTest)"
+make -C "$build" -s test/unit/rdrp_unit_tests >/dev/null 2>"$build/unit-build.err" ||
+    { cat "$build/unit-build.err"; echo "FAIL unit tests: build"; fail=$((fail + 1)); }
+if [ -x "$build/test/unit/rdrp_unit_tests" ]; then
+    out="$build/unit.out"
+    "$build/test/unit/rdrp_unit_tests" --gtest_color=no >"$out" 2>&1
+    grep -E '^\[ +(OK|FAILED) +\] [A-Za-z]' "$out" | sed -E 's/^\[ +OK +\]/PASS unit/; s/^\[ +FAILED +\]/FAIL unit/'
+    ok=$(grep -cE '^\[ +OK +\] ' "$out")
+    bad=$(grep -E '^\[ +FAILED +\] [A-Za-z]' "$out" | grep -vc ' listed below' || true)
+    grep -q '^\[  PASSED  \]' "$out" || { [ "$bad" -gt 0 ] || bad=1; tail -20 "$out"; }
+    pass=$((pass + ok))
+    fail=$((fail + bad))
+fi
+
+# ---------------------------------------------------------------- MPI tests
+# name | ranks | mpirun arguments
+configs=(
+    "rdrp|2 3 4|--mca pml rdrp"
+    "rdrp-rma|2 3 4|--mca pml rdrp --mca pml_rdrp_data_path rma"
+    "rdrp-tiny|2 3 4|--mca pml rdrp --mca pml_rdrp_eager_limit 64 --mca pml_rdrp_rndv_first_chunk 16 --mca pml_rdrp_chunk_size 4096 --mca pml_rdrp_max_outstanding 2"
+    "ob1-reference|2|--mca pml ob1 --mca btl self,vader"
+)
+for c in "${configs[@]}"; do
+    name=${c%%|*}
+    rest=${c#*|}
+    nps=${rest%%|*}
+    args=${rest#*|}
+    if [ -n "${RDRP_TEST_CONFIGS:-}" ] && ! [[ " $RDRP_TEST_CONFIGS " == *" $name "* ]]; then
+        continue
+    fi
+    echo "== MPI tests: $name ($args), np $nps"
+    out="$build/mpi-$name.out"
+    # shellcheck disable=SC2086
+    bash "$top/test/mpi/run_mpi_tests.sh" --np "$nps" --label "$name" -- $args 2>&1 | tee "$out" |
+        grep -vE '^[0-9]+ passed, [0-9]+ failed'
+    tally "$out" "$name"
+done
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
