@@ -38,6 +38,19 @@ typedef struct mca_pml_rdrp_params {
 } mca_pml_rdrp_params_t;
 
 extern mca_pml_rdrp_params_t mca_pml_rdrp_params;
+
+/* Counters, exported as MPI_T performance variables (pml_rdrp_component.c). */
+typedef struct mca_pml_rdrp_counters {
+    uint64_t eager_sent;       /* messages sent by the eager protocol */
+    uint64_t rndv_sent;        /* messages sent by rendezvous */
+    uint64_t rndv_am;          /* ... of which over the am data path */
+    uint64_t rndv_rma;         /* ... of which over the rma data path */
+    uint64_t unexpected;       /* arrivals that found no posted receive */
+    uint64_t chunks;           /* rendezvous chunks pulled by this receiver */
+    uint64_t max_chunks_inflight;  /* high-water mark of chunks in flight for one receive */
+    uint64_t max_bytes_inflight;   /* high-water mark of chunk bytes in flight for one receive */
+} mca_pml_rdrp_counters_t;
+extern mca_pml_rdrp_counters_t mca_pml_rdrp_counters;
 OMPI_MODULE_DECLSPEC extern mca_pml_base_component_2_0_0_t mca_pml_rdrp_component;
 
 /* ---------------- implemented in C (pml_rdrp_component.c) */

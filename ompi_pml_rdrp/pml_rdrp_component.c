@@ -9,6 +9,7 @@
 
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/base/mca_base_var_enum.h"
+#include "opal/mca/base/mca_base_pvar.h"
 #include "opal/mca/pmix/pmix.h"
 #include "opal/mca/common/ucx/common_ucx.h"
 #include "opal/memoryhooks/memory.h"
@@ -19,6 +20,7 @@
 static int rdrp_register(void);
 static int rdrp_open(void);
 static int rdrp_close(void);
+static void register_pvars(void);
 
 mca_pml_rdrp_params_t mca_pml_rdrp_params;
 
@@ -103,7 +105,41 @@ static int rdrp_register(void)
             "Seconds finalize waits for outstanding control messages before giving up",
             MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, OPAL_INFO_LVL_6,
             MCA_BASE_VAR_SCOPE_READONLY, &p->finalize_timeout);
+    register_pvars();
     return OMPI_SUCCESS;
+}
+
+mca_pml_rdrp_counters_t mca_pml_rdrp_counters;
+
+static int counter_get(const struct mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    (void)obj;
+    *(unsigned long *)value = (unsigned long)*(const uint64_t *)pvar->ctx;
+    return OMPI_SUCCESS;
+}
+
+static void reg_pvar(const char *name, const char *help, int var_class, uint64_t *counter)
+{
+    (void)mca_base_component_pvar_register(&mca_pml_rdrp_component.pmlm_version, name, help,
+                                           OPAL_INFO_LVL_4, var_class, MCA_BASE_VAR_TYPE_UNSIGNED_LONG,
+                                           NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+                                           MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+                                           counter_get, NULL, NULL, counter);
+}
+
+static void register_pvars(void)
+{
+    mca_pml_rdrp_counters_t *k = &mca_pml_rdrp_counters;
+    reg_pvar("eager_sent", "Messages sent with the eager protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->eager_sent);
+    reg_pvar("rndv_sent", "Messages sent with a rendezvous protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_sent);
+    reg_pvar("rndv_am", "Rendezvous messages sent over the am data path", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_am);
+    reg_pvar("rndv_rma", "Rendezvous messages sent over the rma data path", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_rma);
+    reg_pvar("unexpected", "Arrivals that found no matching posted receive", MCA_BASE_PVAR_CLASS_COUNTER, &k->unexpected);
+    reg_pvar("chunks", "Rendezvous chunks pulled by this process as a receiver", MCA_BASE_PVAR_CLASS_COUNTER, &k->chunks);
+    reg_pvar("max_chunks_inflight", "Most rendezvous chunks one receive had in flight at once (never above pml_rdrp_max_outstanding)",
+             MCA_BASE_PVAR_CLASS_HIGHWATERMARK, &k->max_chunks_inflight);
+    reg_pvar("max_bytes_inflight", "Most rendezvous chunk bytes one receive had in flight at once (never above max_outstanding x chunk_size)",
+             MCA_BASE_PVAR_CLASS_HIGHWATERMARK, &k->max_bytes_inflight);
 }
 
 static void rdrp_mem_release_cb(void *buf, size_t length, void *cbdata, bool from_alloc)

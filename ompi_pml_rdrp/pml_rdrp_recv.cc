@@ -97,7 +97,7 @@ static void handle_arrival(const rdrp_match_hdr_t &m, Unexpected *u)
      * deliver() released u back to the pool, which does not free it. */
     rdrp_match_arrive(cs->mq, &u->match, on_match, nullptr);
     if (!(u->match.flags & RDRP_ITEM_MATCHED)) {
-        ++g.stats.unexpected;
+        ++stats.unexpected;
         if (!own_payload(u)) mca_pml_rdrp_fatal("send-failed", "out of memory", "");
     }
 }

@@ -109,6 +109,7 @@ struct Request {
     rdrp_ucx_region_t *region;
     size_t  first_len;
     size_t  next_off, want, chunk, inflight, window;
+    size_t  inflight_bytes; /* receive: chunk bytes being pulled right now */
     /* receive side */
     uint64_t sreq;
     size_t   total, received;
@@ -144,9 +145,6 @@ struct Ctrl {
     size_t   len;
 };
 
-struct Stats {
-    uint64_t eager_sent, rndv_sent, rndv_am, rndv_rma, unexpected, chunks;
-};
 
 struct State {
     rdrp_ucx_worker_t *uw = nullptr;
@@ -161,9 +159,18 @@ struct State {
     std::map<uint32_t, std::vector<Unexpected *>> pending_cid;  /* comm not created here yet */
     size_t             ctrl_pending = 0;
     size_t             live_requests = 0;
-    Stats              stats{};
 };
 extern State g;
+
+/* The MPI_T counters (pml_rdrp.h). */
+static mca_pml_rdrp_counters_t &stats = mca_pml_rdrp_counters;
+
+/* A receive has one more chunk of len bytes in flight: keep the high-water marks. */
+static inline void note_inflight(size_t chunks, size_t bytes)
+{
+    if (chunks > stats.max_chunks_inflight) stats.max_chunks_inflight = chunks;
+    if (bytes > stats.max_bytes_inflight) stats.max_bytes_inflight = bytes;
+}
 
 /* Serialises the PML when the application runs MPI_THREAD_MULTIPLE. */
 struct Guard {

@@ -46,6 +46,7 @@ static void get_done_cb(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
     if (status != UCS_OK) fatal_status("rendezvous GET", status);
     r->received += c->len;
+    r->inflight_bytes -= c->len;
     --r->inflight;
     ctrl_release(c);
     rma_pump(r);
@@ -65,7 +66,8 @@ static void rma_pump(Request *r)
         ucs_status_ptr_t sp = ucp_get_nbx(r->ep->ep, recv_dst(r) + r->next_off, len,
                                           r->raddr + r->next_off, rdrp_ucx_rkey_handle(r->rkey), &p);
         r->next_off += len;
-        ++g.stats.chunks;
+        ++stats.chunks;
+        note_inflight(r->inflight + 1, r->inflight_bytes + len);
         if (sp == nullptr) {
             r->received += len;
             ctrl_release(c);
@@ -76,6 +78,7 @@ static void rma_pump(Request *r)
             return;
         }
         ++r->inflight;
+        r->inflight_bytes += len;
     }
     if (r->received == r->want && r->inflight == 0) {
         send_fin(r);
@@ -99,7 +102,9 @@ static void am_accept(Request *r, void *desc, size_t off, size_t len)
     p.user_data = c;
     p.datatype = ucp_dt_make_contig(1);
     ++r->inflight;
-    ++g.stats.chunks;
+    r->inflight_bytes += len;
+    ++stats.chunks;
+    note_inflight(r->inflight, r->inflight_bytes);
     ucs_status_ptr_t sp = ucp_am_recv_data_nbx(g.worker, desc, recv_dst(r) + off, len, &p);
     if (sp == nullptr) {
         chunk_recv_done(nullptr, UCS_OK, len, c);
@@ -116,6 +121,7 @@ static void chunk_recv_done(void *request, ucs_status_t status, size_t length, v
     if (request) ucp_request_free(request);
     if (status != UCS_OK) fatal_status("rendezvous chunk receive", status);
     r->received += c->len;
+    r->inflight_bytes -= c->len;
     --r->inflight;
     ctrl_release(c);
     /* the window has room again: take a chunk that had to wait */
@@ -139,6 +145,7 @@ void rndv_recv_start(Request *r, Unexpected *u)
     r->received = r->first_len;
     r->next_off = r->first_len;
     r->inflight = 0;
+    r->inflight_bytes = 0;
     r->chunk = mca_pml_rdrp_params.chunk_size;
     r->window = static_cast<size_t>(mca_pml_rdrp_params.max_outstanding);
     r->ep = comm_endpoint(r->comm, u->match.src);

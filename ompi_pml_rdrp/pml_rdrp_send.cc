@@ -91,7 +91,7 @@ static int send_eager(Request *r, uint32_t seq)
     p.cb.send = send_ucx_cb;
     p.user_data = r;
     p.flags = UCP_AM_SEND_FLAG_EAGER;
-    ++g.stats.eager_sent;
+    ++stats.eager_sent;
     return track(r, ucp_am_send_nbx(r->ep->ep, RDRP_AM_EAGER, h, sizeof(*h), r->data, r->packed, &p),
                  "eager send");
 }
@@ -125,9 +125,9 @@ static int send_rts(Request *r, uint32_t seq)
         h->rkey_len = static_cast<uint16_t>(r->region->rkey_len);
         std::memcpy(r->hdr.rts.rkey, r->region->rkey_buf, r->region->rkey_len);
         hlen += r->region->rkey_len;
-        ++g.stats.rndv_rma;
+        ++stats.rndv_rma;
     } else {
-        ++g.stats.rndv_am;
+        ++stats.rndv_am;
     }
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
@@ -135,7 +135,7 @@ static int send_rts(Request *r, uint32_t seq)
     p.cb.send = send_ucx_cb;
     p.user_data = r;
     p.flags = UCP_AM_SEND_FLAG_EAGER;
-    ++g.stats.rndv_sent;
+    ++stats.rndv_sent;
     return track(r, ucp_am_send_nbx(r->ep->ep, RDRP_AM_RTS, h, hlen, r->data, r->first_len, &p),
                  "rendezvous RTS");
 }
@@ -349,7 +349,7 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
         ucp_request_param_t p;
         p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
         p.flags = UCP_AM_SEND_FLAG_EAGER;
-        ++g.stats.eager_sent;
+        ++stats.eager_sent;
         sp = ucp_am_send_nbx(ep->ep, RDRP_AM_EAGER, &h, sizeof(h), data, len, &p);
         if (OPAL_LIKELY(sp == nullptr)) {
             *rc = OMPI_SUCCESS;
