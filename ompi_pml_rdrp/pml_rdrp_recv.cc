@@ -53,12 +53,16 @@ static void on_match(void *ctx, rdrp_match_item_t *arrival, rdrp_match_item_t *r
     deliver(container_of(arrival, &Unexpected::match), container_of(recv, &Request::match));
 }
 
-/* Run an arrival through matching; keep its payload if it must wait. */
+/* Replay an arrival kept while its communicator did not exist here yet
+ * (its payload is already ours). */
 void arrival(CommState *cs, Unexpected *u)
 {
+    if (OPAL_UNLIKELY(u->match.src < 0 || u->match.src >= cs->size)) {
+        unex_release(u);
+        bad_header("source rank out of range", static_cast<uint64_t>(u->match.src));
+        return;
+    }
     rdrp_match_arrive(cs->mq, &u->match, on_match, nullptr);
-    /* u itself may be gone now (matched and released): only look at it
-     * through the flag, which on_match set before releasing. */
 }
 
 /* Copy transport-owned payload into memory of our own. */
@@ -93,8 +97,8 @@ static void handle_arrival(const rdrp_match_hdr_t &m, Unexpected *u)
         bad_header("source rank out of range", static_cast<uint64_t>(m.src));
         return;
     }
-    /* Peek at the flag through a local copy of the pointer: when matched,
-     * deliver() released u back to the pool, which does not free it. */
+    /* When matched, deliver() released u to the pool, which keeps the
+     * memory: the flag set by on_match is still readable. */
     rdrp_match_arrive(cs->mq, &u->match, on_match, nullptr);
     if (!(u->match.flags & RDRP_ITEM_MATCHED)) {
         ++stats.unexpected;
