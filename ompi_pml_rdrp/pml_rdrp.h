@@ -20,6 +20,8 @@ BEGIN_C_DECLS
 
 /* pml_rdrp_data_path */
 enum { RDRP_PATH_AUTO = 0, RDRP_PATH_RMA = 1, RDRP_PATH_AM = 2 };
+/* pml_rdrp_rndv_protocol */
+enum { RDRP_RNDV_AUTO = 0, RDRP_RNDV_RDRP = 1, RDRP_RNDV_GET = 2, RDRP_RNDV_PUT = 3 };
 
 typedef struct mca_pml_rdrp_params {
     int    priority;
@@ -28,6 +30,9 @@ typedef struct mca_pml_rdrp_params {
     size_t rndv_first_chunk;   /* payload bytes carried by the RTS */
     size_t chunk_size;         /* rendezvous pull unit */
     int    max_outstanding;    /* chunks in flight per receive */
+    int    rndv_protocol;      /* RDRP_RNDV_* */
+    size_t get_limit;          /* auto: largest rendezvous message sent by the get protocol */
+    int    put_poll_value;     /* put: -1 random per message, else this fixed byte */
     int    data_path;          /* RDRP_PATH_* for every peer (auto: by locality) */
     int    data_path_local;    /* resolved choice for on-node peers under auto */
     int    data_path_remote;   /* resolved choice for off-node peers under auto */
@@ -47,6 +52,10 @@ typedef struct mca_pml_rdrp_counters {
     uint64_t rndv_rma;         /* ... of which over the rma data path */
     uint64_t unexpected;       /* arrivals that found no posted receive */
     uint64_t chunks;           /* rendezvous chunks pulled by this receiver */
+    uint64_t rndv_rdrp;        /* rendezvous messages sent with the rdrp protocol */
+    uint64_t rndv_get;         /* ... with the get protocol */
+    uint64_t rndv_put;         /* ... with the put protocol */
+    uint64_t put_fin_needed;   /* put messages whose last byte equalled the poll value */
     uint64_t max_chunks_inflight;  /* high-water mark of chunks in flight for one receive */
     uint64_t max_bytes_inflight;   /* high-water mark of chunk bytes in flight for one receive */
 } mca_pml_rdrp_counters_t;

@@ -43,6 +43,11 @@ mca_pml_base_component_2_0_0_t mca_pml_rdrp_component = {
 /* MCA variables store sizes as unsigned long long / int */
 static unsigned long long eager_limit = 8192, first_chunk = 8192;
 static unsigned long long chunk_size = 512 * 1024;
+static unsigned long long get_limit = 0;
+
+static const mca_base_var_enum_value_t rndv_protocol_values[] = {
+    {RDRP_RNDV_AUTO, "auto"}, {RDRP_RNDV_RDRP, "rdrp"}, {RDRP_RNDV_GET, "get"},
+    {RDRP_RNDV_PUT, "put"}, {0, NULL}};
 
 static const mca_base_var_enum_value_t data_path_values[] = {
     {RDRP_PATH_AUTO, "auto"}, {RDRP_PATH_RMA, "rma"}, {RDRP_PATH_AM, "am"}, {0, NULL}};
@@ -85,6 +90,25 @@ static int rdrp_register(void)
     reg_int("max_outstanding",
             "Most rendezvous chunks one receive has in flight at once (the receiver's window: a slow receiver sets the pace)",
             &p->max_outstanding, OPAL_INFO_LVL_4);
+    mca_base_var_enum_t *proto_enum = NULL;
+    p->rndv_protocol = RDRP_RNDV_AUTO;
+    (void)mca_base_var_enum_create("pml_rdrp_rndv_protocol", rndv_protocol_values, &proto_enum);
+    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "rndv_protocol",
+            "Rendezvous protocol for messages above the eager limit: rdrp (chunked receiver-driven pull "
+            "with a bounded window), get (one GET of the whole message, completion by polling the last "
+            "byte), put (receiver-initiated PUT with a randomised poll byte), auto (get up to "
+            "pml_rdrp_get_limit bytes, rdrp above)",
+            MCA_BASE_VAR_TYPE_INT, proto_enum, 0, 0, OPAL_INFO_LVL_4,
+            MCA_BASE_VAR_SCOPE_READONLY, &p->rndv_protocol);
+    OBJ_RELEASE(proto_enum);
+    reg_size("get_limit",
+             "With pml_rdrp_rndv_protocol=auto: rendezvous messages up to this size use the get protocol, larger ones rdrp (0: always rdrp)",
+             &get_limit);
+    p->put_poll_value = -1;
+    reg_int("put_poll_value",
+            "Put protocol: byte preset at the end of the receive buffer (-1: a random value per message, "
+            "as the protocol prescribes; 0..255 fixes it, which makes explicit FINs frequent)",
+            &p->put_poll_value, OPAL_INFO_LVL_6);
     p->data_path = RDRP_PATH_AUTO;
     (void)mca_base_var_enum_create("pml_rdrp_data_path", data_path_values, &path_enum);
     (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "data_path",
@@ -135,6 +159,11 @@ static void register_pvars(void)
     reg_pvar("rndv_am", "Rendezvous messages sent over the am data path", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_am);
     reg_pvar("rndv_rma", "Rendezvous messages sent over the rma data path", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_rma);
     reg_pvar("unexpected", "Arrivals that found no matching posted receive", MCA_BASE_PVAR_CLASS_COUNTER, &k->unexpected);
+    reg_pvar("rndv_rdrp", "Rendezvous messages sent with the rdrp (chunked pull) protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_rdrp);
+    reg_pvar("rndv_get", "Rendezvous messages sent with the get protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_get);
+    reg_pvar("rndv_put", "Rendezvous messages sent with the put protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_put);
+    reg_pvar("put_fin_needed", "Put-protocol messages that needed an explicit FIN (last byte equal to the poll value)",
+             MCA_BASE_PVAR_CLASS_COUNTER, &k->put_fin_needed);
     reg_pvar("chunks", "Rendezvous chunks pulled by this process as a receiver", MCA_BASE_PVAR_CLASS_COUNTER, &k->chunks);
     reg_pvar("max_chunks_inflight", "Most rendezvous chunks one receive had in flight at once (never above pml_rdrp_max_outstanding)",
              MCA_BASE_PVAR_CLASS_HIGHWATERMARK, &k->max_chunks_inflight);
@@ -155,6 +184,8 @@ static int rdrp_open(void)
     p->eager_limit = (size_t)eager_limit;
     p->rndv_first_chunk = (size_t)first_chunk;
     p->chunk_size = chunk_size ? (size_t)chunk_size : 512 * 1024;
+    p->get_limit = (size_t)get_limit;
+    if (p->put_poll_value > 255) p->put_poll_value = 255;
     if (p->max_outstanding < 1) p->max_outstanding = 1;
     if (p->rndv_first_chunk > p->chunk_size) p->rndv_first_chunk = p->chunk_size;
     /* measured on shared memory with UCX 1.13: UCX's AM rendezvous is true

@@ -119,6 +119,7 @@ static int progress(void)
     Guard guard;
     int n = 0;
     while (ucp_worker_progress(g.worker)) ++n;
+    if (OPAL_UNLIKELY(!g.polling.empty())) n += poll_receives();
     return n;
 }
 
@@ -233,7 +234,8 @@ extern "C" mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_p
     g.threads = enable_mpi_threads;
     struct { unsigned id; ucp_am_recv_callback_t cb; } handlers[] = {
         {RDRP_AM_EAGER, am_eager_cb}, {RDRP_AM_RTS, am_rts_cb}, {RDRP_AM_CTS, am_cts_cb},
-        {RDRP_AM_CHUNK, am_chunk_cb}, {RDRP_AM_FIN, am_fin_cb}, {RDRP_AM_ACK, am_ack_cb}};
+        {RDRP_AM_CHUNK, am_chunk_cb}, {RDRP_AM_FIN, am_fin_cb}, {RDRP_AM_ACK, am_ack_cb},
+        {RDRP_AM_RTR, am_rtr_cb}, {RDRP_AM_PFIN, am_pfin_cb}};
     for (auto &h : handlers) {
         if (rdrp_ucx_set_am_handler(g.uw, h.id, h.cb, nullptr) != 0) {
             mca_pml_rdrp_show_help("init-failed", "AM handler:", rdrp_ucx_last_error());

@@ -43,7 +43,10 @@ void deliver(Unexpected *u, Request *r)
         req_complete(r);
         return;
     }
-    rndv_recv_start(r, u);  /* releases u */
+    /* each releases u */
+    if (u->proto == RDRP_PROTO_GET) get_recv_start(r, u);
+    else if (u->proto == RDRP_PROTO_PUT) put_recv_start(r, u);
+    else rndv_recv_start(r, u);
 }
 
 static void on_match(void *ctx, rdrp_match_item_t *arrival, rdrp_match_item_t *recv)
@@ -140,10 +143,15 @@ ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size
     }
     rdrp_rts_hdr_t h;
     std::memcpy(&h, hdr, sizeof(h));
+    bool needs_rkey = h.proto == RDRP_PROTO_GET ||
+                      (h.proto == RDRP_PROTO_RDRP && h.path == RDRP_PATH_RMA);
     if (OPAL_UNLIKELY(h.rkey_len > RDRP_MAX_RKEY || hlen != sizeof(h) + h.rkey_len ||
-                      h.first_len != len || h.first_len > h.total_len ||
-                      (h.path != RDRP_PATH_RMA && h.path != RDRP_PATH_AM) ||
-                      (h.path == RDRP_PATH_RMA && h.rkey_len == 0))) {
+                      h.first_len != len || h.first_len > h.total_len || h.total_len == 0 ||
+                      h.proto > RDRP_PROTO_PUT ||
+                      (h.proto == RDRP_PROTO_RDRP && h.path != RDRP_PATH_RMA &&
+                       h.path != RDRP_PATH_AM) ||
+                      (h.proto != RDRP_PROTO_RDRP && h.first_len != 0) ||
+                      (needs_rkey && h.rkey_len == 0))) {
         bad_header("malformed RTS", h.rkey_len);
         return UCS_OK;
     }
@@ -156,6 +164,8 @@ ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size
     u->data_len = len;
     u->data = static_cast<char *>(data);
     u->path = h.path;
+    u->proto = h.proto;
+    u->last_byte = h.last_byte;
     u->raddr = h.raddr;
     u->region_id = h.region_id;
     u->rkey_len = h.rkey_len;

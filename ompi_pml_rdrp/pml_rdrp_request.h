@@ -117,6 +117,10 @@ struct Request {
     rdrp_ucx_rkey_t *rkey;
     uint64_t raddr;
     std::vector<DeferredChunk> *deferred;
+    /* get/put protocols */
+    uint8_t  proto;        /* RDRP_PROTO_* of the rendezvous in progress */
+    uint8_t  poll_value;   /* get: byte to wait for; put: preset byte to see change */
+    bool     polling;      /* on g.polling */
 };
 
 /* An arrival that has not met its receive yet. */
@@ -131,6 +135,8 @@ struct Unexpected {
     char    *data;
     bool     owns_data;
     uint8_t  path;
+    uint8_t  proto;
+    uint8_t  last_byte;
     uint16_t rkey_len;
     uint64_t raddr, region_id;
     char     rkey[RDRP_MAX_RKEY];
@@ -140,7 +146,13 @@ struct Unexpected {
 /* Small control send (CTS, FIN, ACK, one chunk header) whose header must
  * outlive the UCX call. */
 struct Ctrl {
-    union { rdrp_cts_hdr_t cts; rdrp_fin_hdr_t fin; rdrp_chunk_hdr_t chunk; } h;
+    union {
+        rdrp_cts_hdr_t cts;
+        rdrp_fin_hdr_t fin;
+        rdrp_pfin_hdr_t pfin;
+        rdrp_chunk_hdr_t chunk;
+        struct { rdrp_rtr_hdr_t h; char rkey[RDRP_MAX_RKEY]; } rtr;
+    } h;
     Request *req;  /* chunk sends: the send request */
     size_t   len;
 };
@@ -157,6 +169,8 @@ struct State {
     std::vector<Ctrl *>       ctrl_pool;
     std::vector<Endpoint *>   endpoints;
     std::map<uint32_t, std::vector<Unexpected *>> pending_cid;  /* comm not created here yet */
+    std::vector<Request *>    polling;  /* get/put receives waiting for their last byte */
+    uint64_t           rand_state = 0;  /* put protocol poll values */
     size_t             ctrl_pending = 0;
     size_t             live_requests = 0;
 };
@@ -200,6 +214,7 @@ void fatal_status(const char *what, ucs_status_t st);
 int  send_start(Request *r);
 void send_check_complete(Request *r);
 int  ctrl_send(Endpoint *ep, unsigned am_id, Ctrl *c, size_t hlen);
+void send_ucx_cb(void *request, ucs_status_t status, void *user_data);  /* ucx_pending-- */
 ucs_status_t am_ack_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                        const ucp_am_recv_param_t *param);
 
@@ -220,6 +235,19 @@ ucs_status_t am_chunk_cb(void *arg, const void *hdr, size_t hlen, void *data, si
                          const ucp_am_recv_param_t *param);
 ucs_status_t am_fin_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                        const ucp_am_recv_param_t *param);
+
+/* pml_rdrp_rma_proto.cc: the get and put rendezvous protocols */
+int  rndv_protocol_for(size_t len);
+void get_recv_start(Request *r, Unexpected *u);
+void put_recv_start(Request *r, Unexpected *u);
+int  poll_receives();
+ucs_status_t am_rtr_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                       const ucp_am_recv_param_t *param);
+ucs_status_t am_pfin_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                        const ucp_am_recv_param_t *param);
+/* shared with pml_rdrp_rndv.cc */
+void rndv_send_fin(Request *r);
+void rndv_recv_finish(Request *r);
 
 /* Reject a malformed header: message, then abort (nothing was touched). */
 void bad_header(const char *what, uint64_t value);

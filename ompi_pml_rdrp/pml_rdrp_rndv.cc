@@ -22,14 +22,14 @@ namespace rdrp {
 /* Where received bytes land: the user buffer, or staging for non-contiguous. */
 static inline char *recv_dst(Request *r) { return r->contig ? r->data : r->staging; }
 
-static void recv_finish(Request *r)
+void rndv_recv_finish(Request *r)
 {
     if (!r->contig && r->staging) req_unpack(r, r->first_len, r->staging + r->first_len,
                                             r->want - r->first_len);
     req_complete(r);
 }
 
-static void send_fin(Request *r)
+void rndv_send_fin(Request *r)
 {
     Ctrl *c = ctrl_alloc();
     c->h.fin.sreq = r->sreq;
@@ -81,8 +81,8 @@ static void rma_pump(Request *r)
         r->inflight_bytes += len;
     }
     if (r->received == r->want && r->inflight == 0) {
-        send_fin(r);
-        recv_finish(r);
+        rndv_send_fin(r);
+        rndv_recv_finish(r);
     }
 }
 
@@ -131,7 +131,7 @@ static void chunk_recv_done(void *request, ucs_status_t status, size_t length, v
         am_accept(r, d.desc, d.off, d.len);
         return;
     }
-    if (r->received == r->want && r->inflight == 0) recv_finish(r);
+    if (r->received == r->want && r->inflight == 0) rndv_recv_finish(r);
 }
 
 /* ------------------------------------------------------------ match of an RTS */
@@ -146,6 +146,7 @@ void rndv_recv_start(Request *r, Unexpected *u)
     r->next_off = r->first_len;
     r->inflight = 0;
     r->inflight_bytes = 0;
+    r->proto = RDRP_PROTO_RDRP;
     r->chunk = mca_pml_rdrp_params.chunk_size;
     r->window = static_cast<size_t>(mca_pml_rdrp_params.max_outstanding);
     r->ep = comm_endpoint(r->comm, u->match.src);
@@ -183,7 +184,7 @@ void rndv_recv_start(Request *r, Unexpected *u)
     }
     c->h.cts.rreq = 0;
     ctrl_send(r->ep, RDRP_AM_CTS, c, sizeof(rdrp_cts_hdr_t));
-    recv_finish(r);
+    rndv_recv_finish(r);
 }
 
 /* ------------------------------------------------------------ sender: CTS, chunks, FIN */
@@ -293,7 +294,7 @@ ucs_status_t am_chunk_cb(void *arg, const void *hdr, size_t hlen, void *data, si
         /* small chunk delivered eagerly by UCX: copy it now */
         std::memcpy(recv_dst(r) + h.offset, data, len);
         r->received += len;
-        if (r->received == r->want && r->inflight == 0) recv_finish(r);
+        if (r->received == r->want && r->inflight == 0) rndv_recv_finish(r);
         return UCS_OK;
     }
     if (r->inflight >= r->window) {

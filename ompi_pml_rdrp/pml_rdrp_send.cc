@@ -9,6 +9,9 @@ namespace rdrp {
 /* ------------------------------------------------------------ completion */
 void send_check_complete(Request *r)
 {
+    /* over the self transport a whole rendezvous can run inside the call
+     * that started it, so the starter's own check may come second */
+    if (r->pml_done) return;
     if (r->ucx_pending > 0) return;
     if (r->need_ack && !r->acked) return;
     if (r->rndv && !r->rndv_done) return;
@@ -16,7 +19,7 @@ void send_check_complete(Request *r)
     req_complete(r);
 }
 
-static void send_ucx_cb(void *request, ucs_status_t status, void *user_data)
+void send_ucx_cb(void *request, ucs_status_t status, void *user_data)
 {
     Request *r = static_cast<Request *>(user_data);
     ucp_request_free(request);
@@ -96,6 +99,23 @@ static int send_eager(Request *r, uint32_t seq)
                  "eager send");
 }
 
+/* Register the send buffer and describe it in the RTS (rma data path and
+ * the get protocol); returns the header length. */
+static size_t rts_add_rkey(Request *r, rdrp_rts_hdr_t *h)
+{
+    r->region = rdrp_ucx_reg_acquire(r->data, r->packed);
+    if (!r->region || r->region->rkey_len > RDRP_MAX_RKEY) {
+        mca_pml_rdrp_fatal("send-failed", "memory registration for rendezvous failed",
+                           rdrp_ucx_last_error());
+        return 0;
+    }
+    h->raddr = reinterpret_cast<uint64_t>(r->data);
+    h->region_id = r->region->id;
+    h->rkey_len = static_cast<uint16_t>(r->region->rkey_len);
+    std::memcpy(r->hdr.rts.rkey, r->region->rkey_buf, r->region->rkey_len);
+    return sizeof(*h) + r->region->rkey_len;
+}
+
 static int send_rts(Request *r, uint32_t seq)
 {
     rdrp_rts_hdr_t *h = &r->hdr.rts.h;
@@ -104,31 +124,40 @@ static int send_rts(Request *r, uint32_t seq)
     h->m.src = r->comm->c_my_rank;
     h->m.tag = r->tag;
     h->m.seq = seq;
-    h->path = static_cast<uint8_t>(r->ep->path);
     r->id = g.ids.add(r);
     h->sreq = r->id;
     h->total_len = r->packed;
-    r->first_len = std::min(r->packed, mca_pml_rdrp_params.rndv_first_chunk);
-    h->first_len = r->first_len;
+    r->proto = static_cast<uint8_t>(rndv_protocol_for(r->packed));
+    h->proto = r->proto;
     r->rndv = true;
     r->rndv_done = false;
+    r->first_len = 0;
     size_t hlen = sizeof(*h);
-    if (r->ep->path == RDRP_PATH_RMA) {
-        r->region = rdrp_ucx_reg_acquire(r->data, r->packed);
-        if (!r->region || r->region->rkey_len > RDRP_MAX_RKEY) {
-            mca_pml_rdrp_fatal("send-failed", "memory registration for rendezvous failed",
-                               rdrp_ucx_last_error());
-            return OMPI_ERROR;
+    switch (r->proto) {
+    case RDRP_PROTO_GET:
+        /* one GET of everything; the receiver polls for our last byte */
+        h->last_byte = static_cast<uint8_t>(r->data[r->packed - 1]);
+        hlen = rts_add_rkey(r, h);
+        ++stats.rndv_get;
+        break;
+    case RDRP_PROTO_PUT:
+        /* the receiver answers with an RTR saying where to PUT */
+        ++stats.rndv_put;
+        break;
+    default:
+        r->first_len = std::min(r->packed, mca_pml_rdrp_params.rndv_first_chunk);
+        h->path = static_cast<uint8_t>(r->ep->path);
+        if (r->ep->path == RDRP_PATH_RMA) {
+            hlen = rts_add_rkey(r, h);
+            ++stats.rndv_rma;
+        } else {
+            ++stats.rndv_am;
         }
-        h->raddr = reinterpret_cast<uint64_t>(r->data);
-        h->region_id = r->region->id;
-        h->rkey_len = static_cast<uint16_t>(r->region->rkey_len);
-        std::memcpy(r->hdr.rts.rkey, r->region->rkey_buf, r->region->rkey_len);
-        hlen += r->region->rkey_len;
-        ++stats.rndv_rma;
-    } else {
-        ++stats.rndv_am;
+        ++stats.rndv_rdrp;
+        break;
     }
+    if (hlen == 0) return OMPI_ERROR;
+    h->first_len = r->first_len;
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                      UCP_OP_ATTR_FIELD_FLAGS;

@@ -17,6 +17,8 @@ enum rdrp_am_id {
     RDRP_AM_CHUNK = 3,  /* sender -> receiver (am path): one chunk, UCX rendezvous data */
     RDRP_AM_FIN   = 4,  /* receiver -> sender (rma path): all pulled, sender may complete */
     RDRP_AM_ACK   = 5,  /* receiver -> sender: a synchronous eager send was matched */
+    RDRP_AM_RTR   = 6,  /* receiver -> sender (put protocol): where to PUT, and the poll value */
+    RDRP_AM_PFIN  = 7,  /* sender -> receiver (put protocol): data is in, the poll byte could not tell */
     RDRP_AM_COUNT
 };
 
@@ -39,10 +41,15 @@ typedef struct rdrp_eager_hdr {
 
 #define RDRP_MAX_RKEY 512
 
+/* rendezvous protocols (rdrp_rts_hdr_t.proto) */
+enum { RDRP_PROTO_RDRP = 0, RDRP_PROTO_GET = 1, RDRP_PROTO_PUT = 2 };
+
 typedef struct rdrp_rts_hdr {
     rdrp_match_hdr_t m;
-    uint32_t flags;
-    uint8_t  path;       /* RDRP_PATH_RMA or RDRP_PATH_AM */
+    uint16_t flags;
+    uint8_t  proto;      /* RDRP_PROTO_* */
+    uint8_t  last_byte;  /* get protocol: the sender's last message byte */
+    uint8_t  path;       /* rdrp protocol: RDRP_PATH_RMA or RDRP_PATH_AM */
     uint8_t  pad;
     uint16_t rkey_len;   /* rma path: packed rkey bytes following this header */
     uint64_t sreq;
@@ -73,5 +80,23 @@ typedef struct rdrp_fin_hdr {
 } rdrp_fin_hdr_t;
 
 typedef rdrp_fin_hdr_t rdrp_ack_hdr_t;
+
+/* put protocol: the receiver's registered destination and poll value */
+typedef struct rdrp_rtr_hdr {
+    uint64_t sreq;
+    uint64_t rreq;
+    uint64_t want_len;   /* bytes to PUT (less than total when truncated) */
+    uint64_t raddr;      /* receiver address of byte 0 */
+    uint64_t region_id;  /* receiver registration id (rkey cache key) */
+    uint8_t  poll;       /* value preset in the last byte; the PUT must change it */
+    uint8_t  pad;
+    uint16_t rkey_len;
+    uint32_t pad2;
+    /* followed by rkey_len bytes of packed rkey */
+} rdrp_rtr_hdr_t;
+
+typedef struct rdrp_pfin_hdr {
+    uint64_t rreq;
+} rdrp_pfin_hdr_t;
 
 #endif

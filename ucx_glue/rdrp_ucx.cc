@@ -43,8 +43,12 @@ struct rdrp_ucx_worker {
     void *error_arg = nullptr;
     std::vector<ucp_ep_h> eps;                      /* every endpoint we created */
     std::map<ucp_ep_h, uint64_t> ep_peer;           /* for the error callback */
+    std::map<ucp_ep_h, bool> ep_remote;             /* PEER error mode (closed by force) */
     std::map<std::pair<uint64_t, uint64_t>, rdrp_ucx_rkey *> rkeys;
     uint64_t rkey_clock = 0;
+    /* Guards the containers above: a thread_multi worker is used by several
+     * threads at once, and the error callback runs inside any progress call. */
+    std::recursive_mutex lock;  /* recursive: UCX may call ep_error_cb inside a call made under it */
     static constexpr size_t rkey_cache_max = 1024;
 };
 
@@ -178,9 +182,13 @@ int rdrp_ucx_set_am_handler(rdrp_ucx_worker_t *w, unsigned id, ucp_am_recv_callb
 static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     auto *w = static_cast<rdrp_ucx_worker_t *>(arg);
-    auto it = w->ep_peer.find(ep);
-    uint64_t peer = it == w->ep_peer.end() ? UINT64_MAX : it->second;
-    if (w->on_error) w->on_error(w->error_arg, peer, status);
+    uint64_t peer = UINT64_MAX;
+    {
+        std::lock_guard<std::recursive_mutex> g(w->lock);
+        auto it = w->ep_peer.find(ep);
+        if (it != w->ep_peer.end()) peer = it->second;
+    }
+    if (w->on_error) w->on_error(w->error_arg, peer, status); /* unlocked: it may call us */
 }
 
 ucp_ep_h rdrp_ucx_connect(rdrp_ucx_worker_t *w, const void *addr, size_t len, int remote,
@@ -205,13 +213,16 @@ ucp_ep_h rdrp_ucx_connect(rdrp_ucx_worker_t *w, const void *addr, size_t len, in
         set_error("ucp_ep_create", st);
         return nullptr;
     }
+    std::lock_guard<std::recursive_mutex> g(w->lock);
     w->eps.push_back(h);
     w->ep_peer[h] = peer_id;
+    w->ep_remote[h] = remote != 0;
     return h;
 }
 
 void rdrp_ucx_ep_forget(rdrp_ucx_worker_t *w, ucp_ep_h ep)
 {
+    std::lock_guard<std::recursive_mutex> g(w->lock);
     for (size_t i = 0; i < w->eps.size(); ++i) {
         if (w->eps[i] == ep) {
             w->eps[i] = w->eps.back();
@@ -220,44 +231,87 @@ void rdrp_ucx_ep_forget(rdrp_ucx_worker_t *w, ucp_ep_h ep)
         }
     }
     w->ep_peer.erase(ep);
+    w->ep_remote.erase(ep);
+}
+
+/* Progress w until every request in reqs completed (and free them) or the
+ * deadline passed; whatever is left stays in reqs. */
+static void wait_requests(rdrp_ucx_worker_t *w, std::vector<void *> &reqs,
+                          std::chrono::steady_clock::time_point deadline)
+{
+    while (!reqs.empty()) {
+        ucp_worker_progress(w->worker);
+        for (size_t i = 0; i < reqs.size();) {
+            if (ucp_request_check_status(reqs[i]) != UCS_INPROGRESS) {
+                ucp_request_free(reqs[i]);
+                reqs[i] = reqs.back();
+                reqs.pop_back();
+            } else {
+                ++i;
+            }
+        }
+        if (std::chrono::steady_clock::now() > deadline) break;
+    }
 }
 
 void rdrp_ucx_worker_destroy(rdrp_ucx_worker_t *w, double timeout_sec)
 {
     if (!w) return;
-    for (auto &kv : w->rkeys) {
-        ucp_rkey_destroy(kv.second->e.rkey);
-        delete kv.second;
-    }
-    w->rkeys.clear();
-    /* Close every endpoint without blocking: a flush waits for the peer's
-     * progress on this UCX, so progress here and give up after timeout. */
+    /* A flush waits for the peer's progress on this UCX (emulated RMA,
+     * rendezvous), so progress here and give up at the deadline: a dead or
+     * stuck peer must not hang finalize. */
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(timeout_sec > 0 ? timeout_sec : 0));
     std::vector<void *> pending;
+    ucp_request_param_t p;
+
+    /* 1. Flush the on-node endpoints' outstanding operations: UCX wants an
+     * rkey destroyed after the operations using it are flushed and before
+     * its endpoint goes away.  (Remote endpoints are closed by force below,
+     * which cancels their operations.) */
     for (ucp_ep_h ep : w->eps) {
-        ucp_request_param_t p;
+        if (w->ep_remote[ep]) continue;
+        std::memset(&p, 0, sizeof(p));
+        void *r = ucp_ep_flush_nbx(ep, &p);
+        if (UCS_PTR_IS_PTR(r)) pending.push_back(r);
+    }
+    wait_requests(w, pending, deadline);
+    bool clean = pending.empty();
+
+    /* 2. The cached rkeys (always before ucp_worker_destroy: they may live
+     * in the worker's memory pool). */
+    {
+        std::lock_guard<std::recursive_mutex> g(w->lock);
+        for (auto &kv : w->rkeys) {
+            ucp_rkey_destroy(kv.second->e.rkey);
+            delete kv.second;
+        }
+        w->rkeys.clear();
+    }
+
+    /* 3. Close every endpoint.  UCP_EP_CLOSE_FLAG_FORCE is only valid for
+     * endpoints in UCP_ERR_HANDLING_MODE_PEER (UCX returns
+     * UCS_ERR_INVALID_PARAM otherwise and the endpoint stays open): on-node
+     * endpoints (mode NONE) are closed by flushing. */
+    for (ucp_ep_h ep : w->eps) {
         std::memset(&p, 0, sizeof(p));
         p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        p.flags = w->ep_remote[ep] ? UCP_EP_CLOSE_FLAG_FORCE : 0;
         void *r = ucp_ep_close_nbx(ep, &p);
         if (UCS_PTR_IS_PTR(r)) pending.push_back(r);
     }
-    auto start = std::chrono::steady_clock::now();
-    while (!pending.empty()) {
-        ucp_worker_progress(w->worker);
-        for (size_t i = 0; i < pending.size();) {
-            if (ucp_request_check_status(pending[i]) != UCS_INPROGRESS) {
-                ucp_request_free(pending[i]);
-                pending[i] = pending.back();
-                pending.pop_back();
-            } else {
-                ++i;
-            }
-        }
-        double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (el > timeout_sec) break;  /* leak the requests rather than hang */
-    }
+    if (clean) wait_requests(w, pending, deadline);
     w->eps.clear();
-    if (pending.empty()) ucp_worker_destroy(w->worker);
+    w->ep_peer.clear();
+    w->ep_remote.clear();
+    /* Out of time (the peer is dead or stuck): give up on what it has not
+     * acknowledged.  ucp_worker_destroy asserts that every request is
+     * released, so release the pending ones first; it does not wait for
+     * the peer.  (Leaking the worker instead would leave it alive after
+     * ucp_cleanup.) */
+    for (void *r : pending) ucp_request_free(r);
+    ucp_worker_destroy(w->worker);
     delete w;
 }
 
@@ -267,6 +321,7 @@ rdrp_ucx_rkey_t *rdrp_ucx_rkey_get(rdrp_ucx_worker_t *w, ucp_ep_h ep, uint64_t p
 {
     (void)rkey_len;
     auto key = std::make_pair(peer_id, region_id);
+    std::lock_guard<std::recursive_mutex> g(w->lock);
     auto it = w->rkeys.find(key);
     if (it != w->rkeys.end()) {
         it->second->e.refs++;
@@ -310,12 +365,13 @@ ucp_rkey_h rdrp_ucx_rkey_handle(rdrp_ucx_rkey_t *k) { return k->e.rkey; }
 
 void rdrp_ucx_rkey_put(rdrp_ucx_worker_t *w, rdrp_ucx_rkey_t *k)
 {
-    (void)w;
+    std::lock_guard<std::recursive_mutex> g(w->lock);
     k->e.refs--;
 }
 
 void rdrp_ucx_rkey_drop_peer(rdrp_ucx_worker_t *w, uint64_t peer_id)
 {
+    std::lock_guard<std::recursive_mutex> g(w->lock);
     for (auto it = w->rkeys.begin(); it != w->rkeys.end();) {
         if (it->first.first == peer_id && it->second->e.refs == 0) {
             ucp_rkey_destroy(it->second->e.rkey);

@@ -44,7 +44,8 @@ void drop_range(uintptr_t lo, uintptr_t hi)
 {
     for (auto it = g_regions.begin(); it != g_regions.end();) {
         region_node *n = it->second;
-        uintptr_t a = it->first, b = a + n->r.len;
+        /* a zero-length region still registers (and is found at) one byte */
+        uintptr_t a = it->first, b = a + (n->r.len ? n->r.len : 1);
         if (a < hi && lo < b) {
             ++g_invalidated;
             it = g_regions.erase(it);

@@ -1,0 +1,335 @@
+/*
+ * pml/rdrp: the get and put rendezvous protocols (rendezvous-get-put-polling
+ * seed, section 3), both detecting completion by polling the last byte of
+ * the receive buffer instead of waiting for a transfer completion.
+ *
+ *  get: the RTS carries the sender's rkey and last byte.  The receiver
+ *       presets its last byte to the complement, GETs everything but the
+ *       last byte, fences, GETs the last byte, and completes when that byte
+ *       equals the sender's; then FIN completes the sender.
+ *  put: the receiver answers the RTS with an RTR (its rkey and a random
+ *       byte preset at the end of its buffer).  The sender PUTs everything
+ *       but the last byte, fences, PUTs the last byte; the receiver
+ *       completes when the byte changes.  Only when the sender's last byte
+ *       equals the poll value does it send an explicit FIN (after a
+ *       non-blocking flush, driven by progress).
+ *
+ * A fence sits between the body and the last byte because transports may
+ * write the tail first.  The GETs/PUTs of a polled transfer are released
+ * at once (ucp_request_free): their completion is never waited for, which
+ * is the point of the protocols.
+ */
+#include "pml_rdrp_request.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <unistd.h>
+
+namespace rdrp {
+
+int rndv_protocol_for(size_t len)
+{
+    switch (mca_pml_rdrp_params.rndv_protocol) {
+    case RDRP_RNDV_GET: return RDRP_PROTO_GET;
+    case RDRP_RNDV_PUT: return RDRP_PROTO_PUT;
+    case RDRP_RNDV_RDRP: return RDRP_PROTO_RDRP;
+    default:
+        return len <= mca_pml_rdrp_params.get_limit ? RDRP_PROTO_GET : RDRP_PROTO_RDRP;
+    }
+}
+
+static uint8_t random_byte()
+{
+    if (g.rand_state == 0) {
+        g.rand_state = (static_cast<uint64_t>(getpid()) << 32) ^
+                       static_cast<uint64_t>(time(nullptr)) ^ 0x9e3779b97f4a7c15ull;
+    }
+    /* xorshift64 */
+    g.rand_state ^= g.rand_state << 13;
+    g.rand_state ^= g.rand_state >> 7;
+    g.rand_state ^= g.rand_state << 17;
+    return static_cast<uint8_t>(g.rand_state >> 24);
+}
+
+static inline char *dst_of(Request *r) { return r->contig ? r->data : r->staging; }
+
+static inline volatile uint8_t *poll_slot(Request *r)
+{
+    return reinterpret_cast<volatile uint8_t *>(dst_of(r) + r->want - 1);
+}
+
+/* Issue an RMA op whose completion nobody waits for. */
+static void fire_and_forget(ucs_status_ptr_t sp, const char *what)
+{
+    if (sp == nullptr) return;
+    if (UCS_PTR_IS_ERR(sp)) {
+        fatal_status(what, UCS_PTR_STATUS(sp));
+        return;
+    }
+    ucp_request_free(sp);
+}
+
+static void prepare_dst(Request *r, Unexpected *u)
+{
+    r->sreq = u->sreq;
+    r->total = u->total;
+    r->want = static_cast<size_t>(r->ompi.req_status._ucount);  /* min(total, capacity) */
+    r->first_len = 0;
+    r->received = 0;
+    r->next_off = 0;
+    r->inflight = 0;
+    r->inflight_bytes = 0;
+    r->proto = u->proto;
+    r->polling = false;
+    r->ep = comm_endpoint(r->comm, u->match.src);
+    if (!r->contig && r->want > 0) {
+        r->staging = static_cast<char *>(malloc(r->want));
+        if (!r->staging) mca_pml_rdrp_fatal("send-failed", "out of memory (rendezvous staging)", "");
+    }
+}
+
+static void start_polling(Request *r)
+{
+    r->polling = true;
+    g.polling.push_back(r);
+}
+
+/* ------------------------------------------------------------ get: receiver */
+static void get_whole_done(void *request, ucs_status_t status, void *user_data)
+{
+    Request *r = static_cast<Request *>(user_data);
+    ucp_request_free(request);
+    if (status != UCS_OK) fatal_status("rendezvous GET", status);
+    rndv_send_fin(r);
+    rndv_recv_finish(r);
+}
+
+void get_recv_start(Request *r, Unexpected *u)
+{
+    prepare_dst(r, u);
+    if (r->want == 0) {  /* a zero-byte buffer: nothing to pull */
+        unex_release(u);
+        rndv_send_fin(r);
+        rndv_recv_finish(r);
+        return;
+    }
+    r->rkey = rdrp_ucx_rkey_get(g.uw, r->ep->ep, r->ep->peer_id, u->region_id, u->rkey, u->rkey_len);
+    if (!r->rkey) mca_pml_rdrp_fatal("send-failed", "rkey unpack failed", rdrp_ucx_last_error());
+    r->raddr = u->raddr;
+    uint8_t last = u->last_byte;
+    bool truncated = r->want < u->total;
+    unex_release(u);
+    ucp_rkey_h rk = rdrp_ucx_rkey_handle(r->rkey);
+    char *dst = dst_of(r);
+    ++stats.chunks;
+    note_inflight(1, r->want);
+    if (truncated) {
+        /* the byte we would poll is not the sender's last: wait for the GET */
+        ucp_request_param_t p;
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+        p.cb.send = get_whole_done;
+        p.user_data = r;
+        ucs_status_ptr_t sp = ucp_get_nbx(r->ep->ep, dst, r->want, r->raddr, rk, &p);
+        if (sp == nullptr) {
+            rndv_send_fin(r);
+            rndv_recv_finish(r);
+        } else if (UCS_PTR_IS_ERR(sp)) {
+            fatal_status("rendezvous GET", UCS_PTR_STATUS(sp));
+        }
+        return;
+    }
+    r->poll_value = last;
+    *poll_slot(r) = static_cast<uint8_t>(~last);  /* differs from what will arrive */
+    ucp_request_param_t p;
+    p.op_attr_mask = 0;
+    if (r->want > 1) {
+        fire_and_forget(ucp_get_nbx(r->ep->ep, dst, r->want - 1, r->raddr, rk, &p), "rendezvous GET");
+        ucp_worker_fence(g.worker);
+    }
+    fire_and_forget(ucp_get_nbx(r->ep->ep, dst + r->want - 1, 1, r->raddr + r->want - 1, rk, &p),
+                    "rendezvous GET");
+    start_polling(r);
+}
+
+/* ------------------------------------------------------------ put: receiver */
+void put_recv_start(Request *r, Unexpected *u)
+{
+    prepare_dst(r, u);
+    unex_release(u);
+    Ctrl *c = ctrl_alloc();
+    rdrp_rtr_hdr_t *h = &c->h.rtr.h;
+    std::memset(h, 0, sizeof(*h));
+    h->sreq = r->sreq;
+    h->want_len = r->want;
+    size_t hlen = sizeof(*h);
+    if (r->want > 0) {
+        char *dst = dst_of(r);
+        r->region = rdrp_ucx_reg_acquire(dst, r->want);
+        if (!r->region || r->region->rkey_len > RDRP_MAX_RKEY)
+            mca_pml_rdrp_fatal("send-failed", "memory registration for rendezvous failed",
+                               rdrp_ucx_last_error());
+        int fixed = mca_pml_rdrp_params.put_poll_value;
+        r->poll_value = fixed >= 0 ? static_cast<uint8_t>(fixed) : random_byte();
+        *poll_slot(r) = r->poll_value;
+        r->id = g.ids.add(r);
+        h->rreq = r->id;
+        h->raddr = reinterpret_cast<uint64_t>(dst);
+        h->region_id = r->region->id;
+        h->poll = r->poll_value;
+        h->rkey_len = static_cast<uint16_t>(r->region->rkey_len);
+        std::memcpy(c->h.rtr.rkey, r->region->rkey_buf, r->region->rkey_len);
+        hlen += r->region->rkey_len;
+        ++stats.chunks;
+        note_inflight(1, r->want);
+        start_polling(r);  /* before the RTR leaves: the data can only follow it */
+        ctrl_send(r->ep, RDRP_AM_RTR, c, hlen);
+        return;
+    }
+    ctrl_send(r->ep, RDRP_AM_RTR, c, hlen);  /* want 0: the sender completes at once */
+    rndv_recv_finish(r);
+}
+
+static void stop_polling(Request *r)
+{
+    auto it = std::find(g.polling.begin(), g.polling.end(), r);
+    if (it != g.polling.end()) {
+        *it = g.polling.back();
+        g.polling.pop_back();
+    }
+    r->polling = false;
+}
+
+/* Called from progress while some get/put receive waits for its last byte. */
+int poll_receives()
+{
+    int done = 0;
+    for (size_t i = 0; i < g.polling.size();) {
+        Request *r = g.polling[i];
+        uint8_t v = *poll_slot(r);
+        bool complete = r->proto == RDRP_PROTO_GET ? v == r->poll_value : v != r->poll_value;
+        if (!complete) {
+            ++i;
+            continue;
+        }
+        g.polling[i] = g.polling.back();
+        g.polling.pop_back();
+        r->polling = false;
+        r->received = r->want;
+        if (r->proto == RDRP_PROTO_GET) rndv_send_fin(r);
+        rndv_recv_finish(r);
+        ++done;
+    }
+    return done;
+}
+
+ucs_status_t am_pfin_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                        const ucp_am_recv_param_t *param)
+{
+    (void)arg; (void)data; (void)len; (void)param;
+    Guard guard;
+    if (hlen != sizeof(rdrp_pfin_hdr_t)) {
+        bad_header("put FIN header length", hlen);
+        return UCS_OK;
+    }
+    rdrp_pfin_hdr_t h;
+    std::memcpy(&h, hdr, sizeof(h));
+    Request *r = static_cast<Request *>(g.ids.get(h.rreq));
+    if (!r || r->kind != REQ_RECV || !r->polling || r->proto != RDRP_PROTO_PUT) {
+        bad_header("put FIN for an unknown receive", h.rreq);
+        return UCS_OK;
+    }
+    stop_polling(r);
+    r->received = r->want;
+    rndv_recv_finish(r);
+    return UCS_OK;
+}
+
+/* ------------------------------------------------------------ put: sender */
+static void put_flushed(void *request, ucs_status_t status, void *user_data)
+{
+    Request *r = static_cast<Request *>(user_data);
+    if (request) ucp_request_free(request);
+    if (status != UCS_OK) fatal_status("put protocol flush", status);
+    /* the data is remote now: the explicit FIN may overtake nothing */
+    Ctrl *c = ctrl_alloc();
+    c->h.pfin.rreq = r->sreq;
+    ctrl_send(r->ep, RDRP_AM_PFIN, c, sizeof(rdrp_pfin_hdr_t));
+    --r->ucx_pending;
+    r->rndv_done = true;
+    send_check_complete(r);
+}
+
+static void put_op(Request *r, size_t off, size_t len, ucp_rkey_h rk)
+{
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = send_ucx_cb;
+    p.user_data = r;
+    ucs_status_ptr_t sp = ucp_put_nbx(r->ep->ep, r->data + off, len, r->raddr + off, rk, &p);
+    if (sp == nullptr) return;
+    if (UCS_PTR_IS_ERR(sp)) {
+        fatal_status("rendezvous PUT", UCS_PTR_STATUS(sp));
+        return;
+    }
+    ++r->ucx_pending;
+}
+
+ucs_status_t am_rtr_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                       const ucp_am_recv_param_t *param)
+{
+    (void)arg; (void)data; (void)len; (void)param;
+    Guard guard;
+    if (hlen < sizeof(rdrp_rtr_hdr_t)) {
+        bad_header("RTR header length", hlen);
+        return UCS_OK;
+    }
+    rdrp_rtr_hdr_t h;
+    std::memcpy(&h, hdr, sizeof(h));
+    Request *r = static_cast<Request *>(g.ids.get(h.sreq));
+    if (!r || r->kind != REQ_SEND || !r->rndv || r->rndv_done || r->proto != RDRP_PROTO_PUT ||
+        h.want_len > r->packed || h.rkey_len > RDRP_MAX_RKEY || hlen != sizeof(h) + h.rkey_len ||
+        (h.want_len > 0 && h.rkey_len == 0)) {
+        bad_header("RTR for an unknown send", h.sreq);
+        return UCS_OK;
+    }
+    r->want = h.want_len;
+    if (r->want == 0) {
+        r->rndv_done = true;
+        send_check_complete(r);
+        return UCS_OK;
+    }
+    r->sreq = h.rreq;  /* on the sender, sreq now names the receiver's request */
+    r->raddr = h.raddr;
+    r->rkey = rdrp_ucx_rkey_get(g.uw, r->ep->ep, r->ep->peer_id, h.region_id,
+                                static_cast<const char *>(hdr) + sizeof(h), h.rkey_len);
+    if (!r->rkey) mca_pml_rdrp_fatal("send-failed", "rkey unpack failed", rdrp_ucx_last_error());
+    ucp_rkey_h rk = rdrp_ucx_rkey_handle(r->rkey);
+    if (r->want > 1) {
+        put_op(r, 0, r->want - 1, rk);
+        ucp_worker_fence(g.worker);
+    }
+    put_op(r, r->want - 1, 1, rk);
+    if (static_cast<uint8_t>(r->data[r->want - 1]) != h.poll) {
+        r->rndv_done = true;  /* the receiver sees its poll byte change */
+        send_check_complete(r);
+        return UCS_OK;
+    }
+    /* same value: the receiver cannot tell, so say it, after the data */
+    ++stats.put_fin_needed;
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = put_flushed;
+    p.user_data = r;
+    ++r->ucx_pending;
+    ucs_status_ptr_t sp = ucp_ep_flush_nbx(r->ep->ep, &p);
+    if (sp == nullptr) {
+        put_flushed(nullptr, UCS_OK, r);
+    } else if (UCS_PTR_IS_ERR(sp)) {
+        fatal_status("put protocol flush", UCS_PTR_STATUS(sp));
+    }
+    return UCS_OK;
+}
+
+}  // namespace rdrp
