@@ -119,7 +119,7 @@ static int rdrp_register(void)
             MCA_BASE_VAR_SCOPE_READONLY, &p->data_path);
     OBJ_RELEASE(path_enum);
     p->progress_iterations = 100;
-    reg_int("progress_iterations", "Unsuccessful iprobe calls between two calls of opal_progress",
+    reg_int("progress_iterations", "Rounds of pml/rdrp's own progress (in blocking calls and unsuccessful iprobes) between two calls of the full opal_progress",
             &p->progress_iterations, OPAL_INFO_LVL_6);
     p->reg_cache = 1;
     reg_int("reg_cache", "Cache memory registrations (only effective when Open MPI's memory-release hooks are available, so freed memory is never reused stale)",

@@ -114,13 +114,37 @@ static int del_procs(ompi_proc_t **procs, size_t nprocs)
 
 static int enable(bool enable) { (void)enable; return OMPI_SUCCESS; }
 
-static int progress(void)
+int progress_worker()
 {
     Guard guard;
-    int n = 0;
-    while (ucp_worker_progress(g.worker)) ++n;
+    /* one pass: the caller checks its request between passes, and an idle
+     * pass over every transport costs about as much as a small message */
+    int n = static_cast<int>(ucp_worker_progress(g.worker));
     if (OPAL_UNLIKELY(!g.polling.empty())) n += poll_receives();
     return n;
+}
+
+static int progress(void) { return progress_worker(); }
+
+/* Blocking MPI calls: spin on our own worker and give the rest of Open MPI
+ * its turn every progress_iterations rounds (a full opal_progress per round
+ * costs more than the message on shared memory).  With threads, the
+ * request's wait-sync machinery must be used. */
+void wait_request(ompi_request_t *req)
+{
+    if (g.threads) {
+        ompi_request_wait_completion(req);
+        return;
+    }
+    int spins = 0;
+    while (!REQUEST_COMPLETE(req)) {
+        if (++spins >= mca_pml_rdrp_params.progress_iterations) {
+            spins = 0;
+            opal_progress();
+        } else {
+            progress_worker();
+        }
+    }
 }
 
 static void replay_pending(CommState *cs, uint32_t cid)
@@ -277,6 +301,8 @@ extern "C" int mca_pml_rdrp_finalize(void)
     if (g.live_requests) {
         RDRP_VERBOSE(1, "finalize: %zu requests still live", g.live_requests);
     }
+    if (g.blocking_recv) g.req_pool.push_back(g.blocking_recv);
+    g.blocking_recv = nullptr;
     for (Request *r : g.req_pool) {
         OBJ_DESTRUCT(&r->conv);
         OBJ_DESTRUCT(&r->ompi);

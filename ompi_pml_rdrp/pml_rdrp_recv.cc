@@ -282,10 +282,39 @@ extern "C" int mca_pml_rdrp_irecv(void *buf, size_t count, ompi_datatype_t *dt, 
 extern "C" int mca_pml_rdrp_recv(void *buf, size_t count, ompi_datatype_t *dt, int src, int tag,
                                  ompi_communicator_t *comm, ompi_status_public_t *status)
 {
+    if (!g.threads && !g.blocking_busy) {
+        /* one request object serves every blocking receive: no pool traffic,
+         * no datatype reference (the call does not return before the end) */
+        Request *r = g.blocking_recv;
+        if (!r) {
+            r = g.blocking_recv = req_alloc(REQ_RECV);
+            if (!r) return OMPI_ERR_OUT_OF_RESOURCE;
+            --g.live_requests;
+        } else {
+            req_reinit(r, REQ_RECV);
+        }
+        g.blocking_busy = true;
+        r->buf = buf;
+        r->count = count;
+        r->dtype = dt;
+        r->comm = comm;
+        r->peer = src;
+        r->tag = tag;
+        r->ompi.req_mpi_object.comm = comm;
+        int rc = recv_restart(r);
+        if (rc == OMPI_SUCCESS) {
+            wait_request(&r->ompi);
+            rc = r->ompi.req_status.MPI_ERROR;
+            if (status != MPI_STATUS_IGNORE) *status = r->ompi.req_status;
+        }
+        r->dtype = nullptr;
+        g.blocking_busy = false;
+        return rc;
+    }
     ompi_request_t *req;
     int rc = mca_pml_rdrp_irecv(buf, count, dt, src, tag, comm, &req);
     if (rc != OMPI_SUCCESS) return rc;
-    ompi_request_wait_completion(req);
+    wait_request(req);
     rc = req->req_status.MPI_ERROR;
     if (status != MPI_STATUS_IGNORE) *status = req->req_status;
     ompi_request_free(&req);
@@ -390,7 +419,7 @@ extern "C" int mca_pml_rdrp_mrecv(void *buf, size_t count, ompi_datatype_t *dt,
     ompi_request_t *req;
     int rc = mca_pml_rdrp_imrecv(buf, count, dt, message, &req);
     if (rc != OMPI_SUCCESS) return rc;
-    ompi_request_wait_completion(req);
+    wait_request(req);
     rc = req->req_status.MPI_ERROR;
     if (status != MPI_STATUS_IGNORE) *status = req->req_status;
     ompi_request_free(&req);

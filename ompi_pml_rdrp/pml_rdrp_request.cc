@@ -58,6 +58,12 @@ Request *req_alloc(ReqKind kind)
         OBJ_CONSTRUCT(&r->conv, opal_convertor_t);
     }
     ++g.live_requests;
+    req_reinit(r, kind);
+    return r;
+}
+
+void req_reinit(Request *r, ReqKind kind)
+{
     r->kind = kind;
     r->persistent = false;
     r->pml_done = false;
@@ -72,13 +78,13 @@ Request *req_alloc(ReqKind kind)
     r->rkey = nullptr;
     r->deferred = nullptr;
     r->dtype = nullptr;
+    r->polling = false;
     OMPI_REQUEST_INIT(&r->ompi, false);
     r->ompi.req_state = OMPI_REQUEST_ACTIVE;  /* waits skip INACTIVE requests */
     r->ompi.req_type = OMPI_REQUEST_PML;
     r->ompi.req_free = req_free_fn;
     r->ompi.req_cancel = req_cancel_fn;
     r->ompi.req_start = nullptr;
-    return r;
 }
 
 /* Drop everything an activation owns (staging, convertor, registrations). */

@@ -173,6 +173,8 @@ struct State {
     uint64_t           rand_state = 0;  /* put protocol poll values */
     size_t             ctrl_pending = 0;
     size_t             live_requests = 0;
+    Request           *blocking_recv = nullptr;  /* reused by MPI_Recv without threads */
+    bool               blocking_busy = false;
 };
 extern State g;
 
@@ -195,6 +197,7 @@ struct Guard {
 
 /* pml_rdrp_request.cc */
 Request *req_alloc(ReqKind kind);
+void     req_reinit(Request *r, ReqKind kind);  /* fresh activation of a request object */
 void     req_release(Request *r);
 void     req_complete(Request *r);      /* PML done: mark, then complete or release */
 int      req_prepare_data(Request *r);  /* contig pointer / convertor for buf,count,dtype */
@@ -205,6 +208,8 @@ Ctrl    *ctrl_alloc();
 void     ctrl_release(Ctrl *c);
 
 /* pml_rdrp_module.cc */
+int  progress_worker();                 /* our share of opal_progress */
+void wait_request(ompi_request_t *req); /* blocking calls wait here */
 Endpoint *get_endpoint(ompi_proc_t *proc);
 Endpoint *comm_endpoint(ompi_communicator_t *comm, int rank);
 CommState *comm_state(uint32_t cid);

@@ -412,7 +412,7 @@ extern "C" int mca_pml_rdrp_send(const void *buf, size_t count, ompi_datatype_t 
     ompi_request_t *req;
     rc = mca_pml_rdrp_isend(buf, count, dt, dst, tag, mode, comm, &req);
     if (rc != OMPI_SUCCESS) return rc;
-    ompi_request_wait_completion(req);
+    wait_request(req);
     rc = req->req_status.MPI_ERROR;
     ompi_request_free(&req);
     return rc;

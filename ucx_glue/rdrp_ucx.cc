@@ -170,7 +170,9 @@ int rdrp_ucx_set_am_handler(rdrp_ucx_worker_t *w, unsigned id, ucp_am_recv_callb
     hp.id = id;
     hp.cb = cb;
     hp.arg = arg;
-    hp.flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA;
+    /* no UCP_AM_FLAG_PERSISTENT_DATA: it makes UCX copy every message into a
+     * descriptor that could outlive the callback; we copy only unexpected ones */
+    hp.flags = UCP_AM_FLAG_WHOLE_MSG;
     ucs_status_t st = ucp_worker_set_am_recv_handler(w->worker, &hp);
     if (st != UCS_OK) {
         set_error("ucp_worker_set_am_recv_handler", st);

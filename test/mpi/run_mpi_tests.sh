@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# run_mpi_tests.sh - build and run the rdrp MPI point-to-point test suite.
+#
+# Usage: run_mpi_tests.sh [--np "2 3 4"] [--only REGEX] [--timeout S]
+#                         [--label NAME] [--list] -- [extra mpirun args...]
+#
+#   --np "LIST"    process counts to run every test at (default "2 3 4")
+#   --only REGEX   run only the tests whose name matches REGEX (grep -E)
+#   --timeout S    per-run time limit in seconds (default 120); a hang fails.
+#                  abort_* tests are limited to 30 s regardless.
+#   --label NAME   label printed on every result line (default: the value of
+#                  "--mca pml X" in the extra args, else "default")
+#   --list         print the test names and exit
+#   -- ARGS        passed to mpirun after the runner's defaults, e.g.
+#                  -- --mca pml ob1 --mca btl self,vader
+#
+# Environment:
+#   TEST_BUILD_DIR   where binaries and logs go (default
+#                    $RDRP_BUILD_DIR/test/mpi if RDRP_BUILD_DIR is set, else
+#                    /tmp/rdrp-mpitests-<uid>)
+#   MPICC, MPIRUN    compiler / launcher (default mpicc / mpirun)
+#   MPITEST_MPIRUN_DEFAULTS  extra mpirun args placed before the "--" args
+#                    (default none)
+#   OMPI_MCA_*       pass through untouched (mpirun forwards them itself).
+#                    OMPI_MCA_mpi_yield_when_idle defaults to 1 (oversubscribed
+#                    busy polling); set it, or pass --mca mpi_yield_when_idle
+#                    after --, to override.
+#
+# Output: one line per (test, np):
+#   PASS <label> <test> np=<N> (<secs>s)
+#   FAIL <label> <test> np=<N> (<secs>s) (reason: ...)   + last 30 lines
+# then "<N> passed, <N> failed"; exit status 1 if anything failed.
+
+set -u
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+nps="2 3 4"
+only=""
+tmo=120
+label=""
+list=0
+
+usage() { sed -n '2,/^$/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --np) nps=$2; shift 2 ;;
+        --np=*) nps=${1#*=}; shift ;;
+        --only) only=$2; shift 2 ;;
+        --only=*) only=${1#*=}; shift ;;
+        --timeout) tmo=$2; shift 2 ;;
+        --timeout=*) tmo=${1#*=}; shift ;;
+        --label) label=$2; shift 2 ;;
+        --label=*) label=${1#*=}; shift ;;
+        --list) list=1; shift ;;
+        -h|--help) usage; exit 0 ;;
+        --) shift; break ;;
+        *) echo "run_mpi_tests.sh: unknown argument '$1' (extra mpirun args go after --)" >&2
+           exit 2 ;;
+    esac
+done
+extra=("$@")
+
+case "$tmo" in ''|*[!0-9]*) echo "run_mpi_tests.sh: --timeout needs an integer" >&2; exit 2 ;; esac
+
+if [ -z "$label" ]; then
+    label=default
+    for ((i = 0; i + 2 < ${#extra[@]}; i++)); do
+        if [ "${extra[i]}" = "--mca" ] || [ "${extra[i]}" = "-mca" ]; then
+            [ "${extra[i+1]}" = "pml" ] && label=${extra[i+2]}
+        fi
+    done
+fi
+
+MPICC=${MPICC:-mpicc}
+MPIRUN=${MPIRUN:-mpirun}
+read -r -a defaults <<< "${MPITEST_MPIRUN_DEFAULTS:-}"
+# a default given through the environment never clashes with a --mca on the
+# command line (mpirun refuses a parameter listed twice; the command line
+# wins over the environment)
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
+if [ -n "${TEST_BUILD_DIR:-}" ]; then
+    bdir=$TEST_BUILD_DIR
+elif [ -n "${RDRP_BUILD_DIR:-}" ]; then
+    bdir=$RDRP_BUILD_DIR/test/mpi
+else
+    bdir=/tmp/rdrp-mpitests-$(id -u)
+fi
+mkdir -p "$bdir/logs" || { echo "cannot create $bdir" >&2; exit 2; }
+
+tests=()
+for src in "$here"/*.c; do
+    t=$(basename "$src" .c)
+    if [ -n "$only" ] && ! grep -Eq -- "$only" <<< "$t"; then continue; fi
+    tests+=("$t")
+done
+if [ $list = 1 ]; then printf '%s\n' "${tests[@]}"; exit 0; fi
+if [ ${#tests[@]} = 0 ]; then
+    echo "run_mpi_tests.sh: no test matches '$only'" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+npass=0
+nfail=0
+
+# elapsed seconds (one decimal) since $1 (ns timestamp)
+elapsed() { local d=$(( ($(date +%s%N) - $1) / 100000000 )); echo "$((d / 10)).$((d % 10))"; }
+
+print_tail() {  # file
+    if [ -s "$1" ]; then
+        tail -n 30 "$1" | sed 's/^/    | /'
+    else
+        echo "    | (no output)"
+    fi
+}
+
+# all descendants of a pid (children first found breadth-first)
+descendants() {
+    ps -e -o pid= -o ppid= | awk -v root="$1" '
+        { parent[$1] = $2 }
+        END { q[0] = root; n = 1
+              for (i = 0; i < n; i++)
+                  for (p in parent) if (parent[p] == q[i]) { q[n++] = p; print p } }'
+}
+
+# run "$@" with output to $log, limit $limit seconds; sets rc, timed_out
+run_limited() {
+    local limit=$1; shift
+    local start_ns=$(date +%s%N) pid kids
+    "$@" < /dev/null > "$log" 2>&1 &
+    pid=$!
+    timed_out=0
+    while kill -0 "$pid" 2> /dev/null; do
+        if [ $(( ($(date +%s%N) - start_ns) / 1000000000 )) -ge "$limit" ]; then
+            timed_out=1
+            kids=$(descendants "$pid")
+            kill -TERM "$pid" 2> /dev/null
+            for _ in 1 2 3 4 5 6 7 8 9 10; do
+                kill -0 "$pid" 2> /dev/null || break
+                sleep 0.5
+            done
+            # shellcheck disable=SC2086
+            kill -KILL "$pid" $kids $(descendants "$pid") 2> /dev/null
+            break
+        fi
+        sleep 0.05
+    done
+    wait "$pid"
+    rc=$?
+}
+
+cflags=(-std=c99 -O2 -Wall -Werror -pthread)
+
+for t in "${tests[@]}"; do
+    src=$here/$t.c
+    bin=$bdir/$t
+    clog=$bdir/logs/$t.compile.log
+    built=1
+    if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ] || [ "$here/mpitest.h" -nt "$bin" ]; then
+        tmpbin=$bin.tmp.$$
+        if "$MPICC" "${cflags[@]}" -o "$tmpbin" "$src" > "$clog" 2>&1; then
+            mv -f "$tmpbin" "$bin"
+        else
+            built=0
+            rm -f "$tmpbin"
+        fi
+    fi
+    for np in $nps; do
+        if [ $built = 0 ]; then
+            echo "FAIL $label $t np=$np (0.0s) (reason: compile error, $clog)"
+            [ "$np" = "${nps%% *}" ] && print_tail "$clog"
+            nfail=$((nfail + 1))
+            continue
+        fi
+        log=$bdir/logs/$label.$t.np$np.log
+        limit=$tmo
+        case $t in abort_*) [ "$limit" -gt 30 ] && limit=30 ;; esac
+        wd=$(( limit > 20 ? limit - 10 : limit - 2 ))
+        [ $wd -lt 1 ] && wd=1
+        case $t in abort_*) wd=0 ;; esac
+        start=$(date +%s%N)
+        run_limited "$limit" "$MPIRUN" --allow-run-as-root --oversubscribe "${defaults[@]}" \
+            "${extra[@]}" -x MPITEST_TIMEOUT=$wd -np "$np" "$bin"
+        secs=$(elapsed "$start")
+        reason=""
+        case $t in
+            abort_*)
+                if [ $timed_out = 1 ]; then
+                    reason="timeout: mpirun did not exit within ${limit}s after the peer died"
+                elif [ $rc = 0 ]; then
+                    reason="mpirun exited 0 although a rank was killed"
+                elif ! grep -Eqi 'exited on signal|noticed that process|detected that one or more processes exited' "$log"; then
+                    reason="exit code $rc but no message naming the failure"
+                fi
+                ;;
+            *)
+                if [ $timed_out = 1 ]; then
+                    reason="timeout after ${limit}s"
+                elif [ $rc != 0 ]; then
+                    reason="exit code $rc"
+                fi
+                ;;
+        esac
+        if [ -z "$reason" ]; then
+            echo "PASS $label $t np=$np (${secs}s)"
+            npass=$((npass + 1))
+        else
+            echo "FAIL $label $t np=$np (${secs}s) (reason: $reason)"
+            print_tail "$log"
+            nfail=$((nfail + 1))
+        fi
+    done
+done
+
+echo "$npass passed, $nfail failed"
+[ $nfail = 0 ]
