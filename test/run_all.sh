@@ -43,25 +43,27 @@ if [ -x "$build/test/unit/rdrp_unit_tests" ]; then
 fi
 
 # ---------------------------------------------------------------- MPI tests
-# name | ranks | mpirun arguments
+# name | ranks | test regex (empty: all) | mpirun arguments
 configs=(
-    "rdrp|2 3 4|--mca pml rdrp"
-    "rdrp-rma|2 3 4|--mca pml rdrp --mca pml_rdrp_data_path rma"
-    "rdrp-tiny|2 3 4|--mca pml rdrp --mca pml_rdrp_eager_limit 64 --mca pml_rdrp_rndv_first_chunk 16 --mca pml_rdrp_chunk_size 4096 --mca pml_rdrp_max_outstanding 2"
-    "ob1-reference|2|--mca pml ob1 --mca btl self,vader"
+    "rdrp|2 3 4||--mca pml rdrp"
+    "rdrp-rma|2 3 4||--mca pml rdrp --mca pml_rdrp_data_path rma"
+    "rdrp-get|2 3 4||--mca pml rdrp --mca pml_rdrp_rndv_protocol get"
+    "rdrp-put|2 3 4||--mca pml rdrp --mca pml_rdrp_rndv_protocol put"
+    "rdrp-put-fin|2 4|rndv|--mca pml rdrp --mca pml_rdrp_rndv_protocol put --mca pml_rdrp_put_poll_value 7"
+    "rdrp-tiny|2 3 4||--mca pml rdrp --mca pml_rdrp_eager_limit 64 --mca pml_rdrp_rndv_first_chunk 16 --mca pml_rdrp_chunk_size 4096 --mca pml_rdrp_max_outstanding 2"
+    "ob1-reference|2||--mca pml ob1 --mca btl self,vader"
 )
 for c in "${configs[@]}"; do
-    name=${c%%|*}
-    rest=${c#*|}
-    nps=${rest%%|*}
-    args=${rest#*|}
+    IFS='|' read -r name nps only args <<<"$c"
+    only_arg=()
+    [ -n "$only" ] && only_arg=(--only "$only")
     if [ -n "${RDRP_TEST_CONFIGS:-}" ] && ! [[ " $RDRP_TEST_CONFIGS " == *" $name "* ]]; then
         continue
     fi
     echo "== MPI tests: $name ($args), np $nps"
     out="$build/mpi-$name.out"
     # shellcheck disable=SC2086
-    bash "$top/test/mpi/run_mpi_tests.sh" --np "$nps" --label "$name" -- $args 2>&1 | tee "$out" |
+    bash "$top/test/mpi/run_mpi_tests.sh" --np "$nps" "${only_arg[@]}" --label "$name" -- $args 2>&1 | tee "$out" |
         grep -vE '^[0-9]+ passed, [0-9]+ failed'
     tally "$out" "$name"
 done
