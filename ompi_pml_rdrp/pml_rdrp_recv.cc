@@ -176,12 +176,12 @@ ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size
 
 /* ------------------------------------------------------------ posting */
 static void init_recv(Request *r, void *buf, size_t count, ompi_datatype_t *dt, int src, int tag,
-                      ompi_communicator_t *comm)
+                      ompi_communicator_t *comm, bool retain = true)
 {
     r->buf = buf;
     r->count = count;
     r->dtype = dt;
-    OMPI_DATATYPE_RETAIN(dt);
+    if (retain) OMPI_DATATYPE_RETAIN(dt);
     r->comm = comm;
     r->peer = src;
     r->tag = tag;
@@ -294,13 +294,7 @@ extern "C" int mca_pml_rdrp_recv(void *buf, size_t count, ompi_datatype_t *dt, i
             req_reinit(r, REQ_RECV);
         }
         g.blocking_busy = true;
-        r->buf = buf;
-        r->count = count;
-        r->dtype = dt;
-        r->comm = comm;
-        r->peer = src;
-        r->tag = tag;
-        r->ompi.req_mpi_object.comm = comm;
+        init_recv(r, buf, count, dt, src, tag, comm, false);
         int rc = recv_restart(r);
         if (rc == OMPI_SUCCESS) {
             wait_request(&r->ompi);

@@ -42,6 +42,18 @@ if [ -x "$build/test/unit/rdrp_unit_tests" ]; then
     fail=$((fail + bad))
 fi
 
+# ---------------------------------------------------------------- credit simulator
+echo "== credit engine simulator (quick, invariants checked)"
+if make -C "$build" -s test/sim/credit_sim >/dev/null 2>"$build/sim-build.err" &&
+    "$build/test/sim/credit_sim" --quick >"$build/sim.out" 2>&1; then
+    echo "PASS sim credit_sim --quick"
+    pass=$((pass + 1))
+else
+    tail -20 "$build/sim-build.err" "$build/sim.out" 2>/dev/null
+    echo "FAIL sim credit_sim --quick"
+    fail=$((fail + 1))
+fi
+
 # ---------------------------------------------------------------- MPI tests
 # name | ranks | test regex (empty: all) | mpirun arguments
 configs=(

@@ -1,9 +1,13 @@
 /*
  * p2p_basic: blocking / nonblocking send-recv over the size list, self-send,
  * ANY_SOURCE, ANY_TAG, tag 0 / MPI_TAG_UB, MPI_Sendrecv(_replace),
- * MPI_PROC_NULL, MPI_REQUEST_NULL.
+ * MPI_PROC_NULL, MPI_REQUEST_NULL; zero-count sends from/to NULL, a send
+ * buffer that is read-only, overwritten and freed right after the send
+ * completed, MPI_Request_free of an active send, a 32 MiB+1 ring.
  */
 #include "mpitest.h"
+
+#include <sys/mman.h>
 
 #define GUARD 64
 #define FILLC 0xA5
@@ -398,6 +402,106 @@ static void test_proc_null(void)
     }
 }
 
+/* buffers a PML might mishandle */
+static void test_special_buffers(void)
+{
+    MPI_Request rq[2];
+    MPI_Status st[2];
+
+    mt_section("zero-count messages with NULL buffers");
+    CHECK_MPI(MPI_Irecv(NULL, 0, MPI_BYTE, left, 700, MPI_COMM_WORLD, &rq[0]));
+    CHECK_MPI(MPI_Isend(NULL, 0, MPI_BYTE, right, 700, MPI_COMM_WORLD, &rq[1]));
+    CHECK_MPI(MPI_Waitall(2, rq, st));
+    CHECK_STATUS(&st[0], left, 700, 0, "NULL zero-count Isend/Irecv");
+    CHECK_MPI(MPI_Sendrecv(NULL, 0, MPI_INT, right, 701, NULL, 0, MPI_INT, left, 701,
+                           MPI_COMM_WORLD, &st[0]));
+    CHECK_STATUS(&st[0], left, 701, 0, "NULL zero-count Sendrecv");
+    CHECK_MPI(MPI_Isend(NULL, 0, MPI_BYTE, rank, 702, MPI_COMM_WORLD, &rq[1]));
+    CHECK_MPI(MPI_Recv(NULL, 0, MPI_BYTE, rank, 702, MPI_COMM_WORLD, &st[0]));
+    CHECK_MPI(MPI_Wait(&rq[1], MPI_STATUS_IGNORE));
+    CHECK_STATUS(&st[0], rank, 702, 0, "NULL zero-count self");
+
+    mt_section("send from read-only memory");
+    {
+        static const int sz[3] = {100, 65537, 4 * 1048576 + 3};
+        long pg = sysconf(_SC_PAGESIZE);
+        size_t len = ((size_t)MT_MAXSIZE + pg - 1) / pg * pg;
+        void *ro = NULL;
+        if (!CHECK(posix_memalign(&ro, (size_t)pg, len) == 0, "posix_memalign"))
+            return;
+        for (int i = 0; i < 3; i++) {
+            int n = sz[i], tag = 710 + i;
+            mt_fill(ro, n, rank, tag, 0);
+            CHECK(mprotect(ro, len, PROT_READ) == 0, "mprotect(PROT_READ)");
+            memset(rbuf, FILLC, n);
+            CHECK_MPI(MPI_Irecv(rbuf, n, MPI_BYTE, left, tag, MPI_COMM_WORLD, &rq[0]));
+            if (i == 1)
+                CHECK_MPI(MPI_Issend(ro, n, MPI_BYTE, right, tag, MPI_COMM_WORLD, &rq[1]));
+            else
+                CHECK_MPI(MPI_Isend(ro, n, MPI_BYTE, right, tag, MPI_COMM_WORLD, &rq[1]));
+            CHECK_MPI(MPI_Waitall(2, rq, st));
+            CHECK(mprotect(ro, len, PROT_READ | PROT_WRITE) == 0, "mprotect(PROT_READ|WRITE)");
+            CHECK_STATUS(&st[0], left, tag, n, "read-only send buffer, size %d", n);
+            CHECK_BUF(rbuf, n, left, tag, 0, "read-only send buffer, size %d", n);
+        }
+        free(ro);
+    }
+
+    mt_section("send buffer overwritten and freed right after completion");
+    for (int i = 0; i < MT_NSIZES; i++) {
+        int n = mt_sizes[i], tag = 720 + i;
+        char *b = mt_malloc(n);
+        mt_fill(b, n, rank, tag, 1);
+        memset(rbuf, FILLC, n);
+        CHECK_MPI(MPI_Isend(b, n, MPI_BYTE, right, tag, MPI_COMM_WORLD, &rq[1]));
+        if (n >= 65536)
+            mt_sleep_ms(1); /* let the receiver be late */
+        CHECK_MPI(MPI_Irecv(rbuf, n, MPI_BYTE, left, tag, MPI_COMM_WORLD, &rq[0]));
+        CHECK_MPI(MPI_Wait(&rq[1], MPI_STATUS_IGNORE));
+        memset(b, 0xEE, n); /* the data must be gone (or copied) by now */
+        free(b);
+        CHECK_MPI(MPI_Wait(&rq[0], &st[0]));
+        CHECK_STATUS(&st[0], left, tag, n, "buffer reused after send completion, size %d", n);
+        CHECK_BUF(rbuf, n, left, tag, 1, "buffer reused after send completion, size %d", n);
+    }
+
+    mt_section("MPI_Request_free of an active Isend");
+    {
+        static const int sz[3] = {8, 65537, 1048576};
+        for (int i = 0; i < 3; i++) {
+            int n = sz[i], tag = 740 + i;
+            char ack = 1, *b = mt_malloc(n);
+            MPI_Request r;
+            mt_fill(b, n, rank, tag, 2);
+            CHECK_MPI(MPI_Isend(b, n, MPI_BYTE, right, tag, MPI_COMM_WORLD, &r));
+            CHECK_MPI(MPI_Request_free(&r));
+            CHECK(r == MPI_REQUEST_NULL, "Request_free sets MPI_REQUEST_NULL");
+            CHECK_MPI(MPI_Recv(rbuf, n, MPI_BYTE, left, tag, MPI_COMM_WORLD, &st[0]));
+            CHECK_STATUS(&st[0], left, tag, n, "freed active Isend, size %d", n);
+            CHECK_BUF(rbuf, n, left, tag, 2, "freed active Isend, size %d", n);
+            /* once the receiver acknowledges, the send buffer may be freed */
+            CHECK_MPI(MPI_Sendrecv(&ack, 1, MPI_CHAR, left, tag + 100, &ack, 1, MPI_CHAR, right,
+                                   tag + 100, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            free(b);
+        }
+    }
+
+    mt_section("32 MiB+1 ring");
+    {
+        int n = 32 * 1048576 + 1, tag = 750;
+        char *b = mt_malloc(n), *r = mt_malloc(n);
+        mt_fill(b, n, rank, tag, 3);
+        CHECK_MPI(MPI_Irecv(r, n, MPI_BYTE, left, tag, MPI_COMM_WORLD, &rq[0]));
+        CHECK_MPI(MPI_Isend(b, n, MPI_BYTE, right, tag, MPI_COMM_WORLD, &rq[1]));
+        CHECK_MPI(MPI_Waitall(2, rq, st));
+        CHECK_STATUS(&st[0], left, tag, n, "32 MiB+1 ring");
+        CHECK_BUF(r, n, left, tag, 3, "32 MiB+1 ring");
+        free(b);
+        free(r);
+    }
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, "p2p_basic");
@@ -423,6 +527,7 @@ int main(int argc, char **argv)
     test_sendrecv();
     test_sendrecv_replace();
     test_proc_null();
+    test_special_buffers();
 
     free(sbuf);
     free(rbuf);

@@ -8,7 +8,8 @@
  *    (MPI_COMM_SELF and split pieces of size 1) send to themselves;
  *  - MPI_Comm_free after completed traffic, dup/free in a loop (context ids
  *    reused) with the data of each generation checked; 48 communicators alive
- *    at once, sent to in reverse creation order;
+ *    at once, sent to in reverse creation order; 400 communicators alive
+ *    (context ids beyond 8 bits) with no aliasing between ids 128/256 apart;
  *  - inter-communicator (MPI_Intercomm_create between even and odd world
  *    ranks): pt2pt to every remote rank, MPI_SOURCE is the remote rank,
  *    ANY_SOURCE, large messages, a dup of the intercommunicator, and
@@ -304,6 +305,51 @@ static void test_intercomm(void)
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 }
 
+/* enough communicators alive at once that context ids exceed 8 bits:
+ * messages on communicators whose ids differ by 128 or 256 must not alias */
+static void test_many_cids(void)
+{
+    enum { NC = 400 };
+    static const int pairs[][2] = {{0, 256}, {10, 266}, {100, 228}, {143, 399}, {255, 256},
+                                   {3, 131}, {200, 328}};
+    MPI_Comm *c = mt_malloc(sizeof(MPI_Comm) * NC);
+    int left = (rank - 1 + size) % size, right = (rank + 1) % size;
+    mt_section("400 communicators alive: no aliasing of context ids");
+    for (int k = 0; k < NC; k++)
+        CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &c[k]));
+    for (int p = 0; p < (int)(sizeof(pairs) / sizeof(pairs[0])); p++) {
+        int a = pairs[p][0], b = pairs[p][1];
+        int na = 64 + p, nb = (p % 2) ? 100000 + p : 300 + p; /* sizes identify the comm */
+        char *ra = mt_malloc(na), *rb = mt_malloc(nb), *sa = mt_malloc(na), *sb = mt_malloc(nb);
+        MPI_Request rq[4];
+        MPI_Status st[4];
+        mt_fill(sa, na, rank, a, 1);
+        mt_fill(sb, nb, rank, b, 2);
+        /* unexpected on b, posted on a */
+        CHECK_MPI(MPI_Irecv(ra, na, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, c[a], &rq[0]));
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        CHECK_MPI(MPI_Isend(sb, nb, MPI_BYTE, right, 0, c[b], &rq[2]));
+        CHECK_MPI(MPI_Isend(sa, na, MPI_BYTE, right, 0, c[a], &rq[3]));
+        CHECK_MPI(MPI_Wait(&rq[0], &st[0]));
+        CHECK_MPI(MPI_Recv(rb, nb, MPI_BYTE, left, 0, c[b], &st[1]));
+        CHECK_STATUS(&st[0], left, 0, na, "communicator #%d (vs #%d)", a, b);
+        CHECK_BUF(ra, na, left, a, 1, "communicator #%d (vs #%d)", a, b);
+        CHECK_STATUS(&st[1], left, 0, nb, "communicator #%d (vs #%d)", b, a);
+        CHECK_BUF(rb, nb, left, b, 2, "communicator #%d (vs #%d)", b, a);
+        CHECK_MPI(MPI_Waitall(2, &rq[2], MPI_STATUSES_IGNORE));
+        free(ra);
+        free(rb);
+        free(sa);
+        free(sb);
+    }
+    for (int k = 0; k < NC; k += 57)
+        ring(c[k], 65537, 1, k, "one of 400 communicators");
+    for (int k = 0; k < NC; k++)
+        CHECK_MPI(MPI_Comm_free(&c[k]));
+    free(c);
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, "p2p_comms");
@@ -319,6 +365,7 @@ int main(int argc, char **argv)
     test_dup_isolation();
     test_split_create();
     test_dup_free_loop();
+    test_many_cids();
     test_intercomm();
 
     free(sbuf);

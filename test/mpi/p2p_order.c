@@ -7,7 +7,9 @@
  *    (blocking receives and pre-posted Irecvs);
  *  - receives with ANY_SOURCE/ANY_TAG/specific tags interleaved match in post
  *    order (posted path) and messages are taken in arrival order (unexpected
- *    path), checked against a simulation of the matching rules.
+ *    path), checked against a simulation of the matching rules;
+ *  - 66000 messages on one pair (more than a 16-bit sequence number), with
+ *    rendezvous-size messages in between, stay in order.
  */
 #include "mpitest.h"
 
@@ -282,6 +284,57 @@ static void test_interleaved(int unexpected)
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 }
 
+/* more messages on one pair than a 16-bit sequence number can count, in
+ * batches, with a rendezvous-size message every 4096: order and content */
+#define NWRAP 66000
+#define WBATCH 2000
+static void test_sequence_wrap(void)
+{
+    int tag = 30, big = 65537;
+    int *sv = mt_malloc(sizeof(int) * WBATCH), *rv = mt_malloc(sizeof(int) * WBATCH);
+    char *bs = mt_malloc(big), *br = mt_malloc(big);
+    MPI_Request *rq = mt_malloc(sizeof(MPI_Request) * 2 * WBATCH);
+    mt_section("66000 messages on one pair (sequence number wrap)");
+    for (int base = 0; base < NWRAP; base += WBATCH) {
+        int nb = NWRAP - base < WBATCH ? NWRAP - base : WBATCH, bigk = -1;
+        for (int j = 0; j < nb; j++) {
+            int k = base + j;
+            if (k % 4096 == 4095) { /* one large message per batch at most */
+                bigk = j;
+                CHECK_MPI(MPI_Irecv(br, big, MPI_BYTE, left, tag, MPI_COMM_WORLD, &rq[j]));
+            } else {
+                rv[j] = -1;
+                CHECK_MPI(MPI_Irecv(&rv[j], 1, MPI_INT, left, tag, MPI_COMM_WORLD, &rq[j]));
+            }
+        }
+        for (int j = 0; j < nb; j++) {
+            int k = base + j;
+            if (j == bigk) {
+                mt_fill(bs, big, rank, tag, k);
+                CHECK_MPI(MPI_Isend(bs, big, MPI_BYTE, right, tag, MPI_COMM_WORLD, &rq[nb + j]));
+            } else {
+                sv[j] = k;
+                CHECK_MPI(MPI_Isend(&sv[j], 1, MPI_INT, right, tag, MPI_COMM_WORLD, &rq[nb + j]));
+            }
+        }
+        CHECK_MPI(MPI_Waitall(2 * nb, rq, MPI_STATUSES_IGNORE));
+        for (int j = 0; j < nb; j++) {
+            int k = base + j;
+            if (j == bigk) {
+                CHECK_BUF(br, big, left, tag, k, "large message #%d of the stream", k);
+            } else if (!CHECK_EQ(rv[j], k, "message #%d of the stream (order)", k)) {
+                break;
+            }
+        }
+    }
+    free(sv);
+    free(rv);
+    free(bs);
+    free(br);
+    free(rq);
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, "p2p_order");
@@ -309,6 +362,7 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     test_interleaved(0);
     test_interleaved(1);
+    test_sequence_wrap();
 
     for (int k = 0; k < K; k++)
         free(sb[k]);

@@ -9,7 +9,9 @@
  *  - threads doing MPI_Mprobe/MPI_Mrecv concurrently on one communicator;
  *  - concurrent self messages;
  *  - one thread blocked in MPI_Recv while another thread of the same
- *    process does the sends that eventually satisfy it.
+ *    process does the sends that eventually satisfy it;
+ *  - all threads send to all peers and receive with ANY_SOURCE/ANY_TAG on one
+ *    communicator: every message is received exactly once by some thread.
  * All data checked (pattern depends on source, thread/tag and iteration).
  */
 #include "mpitest.h"
@@ -181,6 +183,80 @@ static void *blocked_recv_thread(void *p)
     return NULL;
 }
 
+/* every thread both sends and receives with wildcards on one communicator:
+ * any receiving thread may get any message; the union must be exact */
+#define WM 40 /* messages per (sender thread, peer) */
+static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char *seen_msgs; /* [src][thread][seq] */
+
+static void *wildcard_thread(void *p)
+{
+    int t = ((targ *)p)->t, np = size - 1, tag = 400;
+    int nsend = np * WM, nrecv = np * WM; /* every thread receives as much as it sends */
+    int maxn = 65537 + 8;
+    char **sb = mt_malloc(sizeof(char *) * nsend), *rb = mt_malloc(maxn);
+    MPI_Request *rq = mt_malloc(sizeof(MPI_Request) * nsend);
+    for (int j = 0; j < nsend; j++) {
+        int peer = (rank + 1 + j % np) % size, seq = j / np;
+        int n = (seq % 10 == 9) ? 65537 : 8 + seq % 5; /* 8 bytes carry (thread, seq) */
+        int hdr[2] = {t, seq};
+        sb[j] = mt_malloc(n);
+        mt_fill(sb[j], n, rank, tag, t * 1000 + seq);
+        memcpy(sb[j], hdr, sizeof hdr);
+        CHECK_MPI(MPI_Isend(sb[j], n, MPI_BYTE, peer, tag, shared, &rq[j]));
+    }
+    for (int j = 0; j < nrecv; j++) {
+        MPI_Status st;
+        int hdr[2], cnt = -1, s;
+        CHECK_MPI(MPI_Recv(rb, maxn, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, shared, &st));
+        MPI_Get_count(&st, MPI_BYTE, &cnt);
+        s = st.MPI_SOURCE;
+        if (!CHECK(cnt >= 8 && s >= 0 && s < size && s != rank && st.MPI_TAG == tag,
+                   "wildcard thread %d: bad message (src %d tag %d count %d)", t, s, st.MPI_TAG,
+                   cnt))
+            continue;
+        memcpy(hdr, rb, sizeof hdr);
+        if (!CHECK(hdr[0] >= 0 && hdr[0] < NT && hdr[1] >= 0 && hdr[1] < WM,
+                   "wildcard thread %d: bad header (%d, %d)", t, hdr[0], hdr[1]))
+            continue;
+        CHECK_EQ(cnt, (hdr[1] % 10 == 9) ? 65537 : 8 + hdr[1] % 5, "wildcard message size");
+        {
+            /* the pattern past the header */
+            unsigned char *ex = mt_malloc(cnt);
+            mt_fill(ex, cnt, s, tag, hdr[0] * 1000 + hdr[1]);
+            CHECK(memcmp(ex + 8, rb + 8, cnt - 8) == 0,
+                  "wildcard message data (src %d thread %d seq %d)", s, hdr[0], hdr[1]);
+            free(ex);
+        }
+        pthread_mutex_lock(&seen_lock);
+        seen_msgs[(s * NT + hdr[0]) * WM + hdr[1]]++;
+        pthread_mutex_unlock(&seen_lock);
+    }
+    CHECK_MPI(MPI_Waitall(nsend, rq, MPI_STATUSES_IGNORE));
+    for (int j = 0; j < nsend; j++)
+        free(sb[j]);
+    free(sb);
+    free(rb);
+    free(rq);
+    return NULL;
+}
+
+static void run_threads(void *(*fn)(void *), int nthreads, const char *what);
+
+static void test_wildcard_threads(void)
+{
+    seen_msgs = mt_malloc((size_t)size * NT * WM);
+    memset(seen_msgs, 0, (size_t)size * NT * WM);
+    run_threads(wildcard_thread, NT, "all threads send and receive ANY_SOURCE/ANY_TAG");
+    for (int s = 0; s < size; s++)
+        for (int t = 0; t < NT; t++)
+            for (int q = 0; q < WM; q++)
+                if (!CHECK_EQ(seen_msgs[(s * NT + t) * WM + q], s == rank ? 0 : 1,
+                              "message from rank %d thread %d seq %d received once", s, t, q))
+                    return;
+    free(seen_msgs);
+}
+
 static void run_threads(void *(*fn)(void *), int nthreads, const char *what)
 {
     pthread_t th[NT];
@@ -228,6 +304,7 @@ int main(int argc, char **argv)
     run_threads(mprobe_thread, NT, "concurrent Mprobe/Mrecv");
     run_threads(self_thread, NT, "concurrent self messages");
     run_threads(blocked_recv_thread, 2, "blocked Recv in one thread, Send in another");
+    test_wildcard_threads();
 
     for (int t = 0; t < NT; t++)
         CHECK_MPI(MPI_Comm_free(&own[t]));

@@ -4,8 +4,9 @@
  * tag each) before the receivers post; receivers then take them in a
  * different tag order (reverse, shuffled, with ANY_SOURCE), large unexpected
  * messages (4 MiB+3), a blocking large send while the receiver is busy
- * outside MPI, a flood of small messages, and a mix of pre-posted and
- * unexpected receives for the same stream.
+ * outside MPI, a flood of 2000 small messages per peer, 1500 blocking small
+ * + 150 medium sends to a receiver that is outside MPI (flow control), and a
+ * mix of pre-posted and unexpected receives for the same stream.
  */
 #include "mpitest.h"
 
@@ -172,7 +173,7 @@ static void test_blocking_send_late_receiver(void)
 }
 
 /* many small unexpected messages with the same tag from every peer */
-#define FLOOD 300
+#define FLOOD 2000
 static void test_flood(void)
 {
     int np = size - 1;
@@ -251,6 +252,50 @@ static void test_half_posted(char **sb)
     free(rb);
 }
 
+/* flow control: a pair where the sender fires 1500 small and 150 medium
+ * messages (blocking sends, then nonblocking) while the receiver stays
+ * outside MPI for a while; everything must arrive, in order */
+static void test_flood_late_receiver(void)
+{
+    enum { NSMALL = 1500, NMED = 150, MED = 4097 };
+    mt_section("flood with the receiver outside MPI");
+    if (rank % 2 == 0 && rank + 1 < size) {
+        char *m = mt_malloc(MED);
+        MPI_Request *rq = mt_malloc(sizeof(MPI_Request) * NMED);
+        for (int k = 0; k < NSMALL; k++)
+            CHECK_MPI(MPI_Send(&k, 1, MPI_INT, rank + 1, 800, MPI_COMM_WORLD));
+        for (int k = 0; k < NMED; k++) {
+            char *b = m; /* same buffer, same content: pattern by (src, tag) */
+            if (k == 0)
+                mt_fill(b, MED, rank, 801, 0);
+            CHECK_MPI(MPI_Isend(b, MED, MPI_BYTE, rank + 1, 801, MPI_COMM_WORLD, &rq[k]));
+        }
+        CHECK_MPI(MPI_Waitall(NMED, rq, MPI_STATUSES_IGNORE));
+        free(rq);
+        free(m);
+    } else if (rank % 2 == 1) {
+        char *m = mt_malloc(MED);
+        mt_sleep_ms(100);
+        for (int k = 0; k < NSMALL; k++) {
+            int v = -1;
+            MPI_Status st;
+            CHECK_MPI(MPI_Recv(&v, 1, MPI_INT, rank - 1, 800, MPI_COMM_WORLD, &st));
+            if (!CHECK_EQ(v, k, "small flood message order"))
+                break;
+        }
+        for (int k = 0; k < NMED; k++) {
+            MPI_Status st;
+            memset(m, 0, MED);
+            CHECK_MPI(MPI_Recv(m, MED, MPI_BYTE, rank - 1, 801, MPI_COMM_WORLD, &st));
+            CHECK_STATUS(&st, rank - 1, 801, MED, "medium flood message %d", k);
+            if (!CHECK_BUF(m, MED, rank - 1, 801, 0, "medium flood message %d", k))
+                break;
+        }
+        free(m);
+    }
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+}
+
 int main(int argc, char **argv)
 {
     char *sb[NT];
@@ -272,6 +317,7 @@ int main(int argc, char **argv)
     test_large_unexpected();
     test_blocking_send_late_receiver();
     test_flood();
+    test_flood_late_receiver();
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     test_half_posted(sb);
 
