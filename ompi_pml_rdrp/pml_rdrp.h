@@ -37,6 +37,11 @@ typedef struct mca_pml_rdrp_params {
     int    data_path_local;    /* resolved choice for on-node peers under auto */
     int    data_path_remote;   /* resolved choice for off-node peers under auto */
     int    progress_iterations;/* iprobe misses between opal_progress calls */
+    int    credit;             /* gate eager data with credits (issue 4) */
+    int    credit_mode;        /* 0 static, 1 dynamic */
+    int    credit_slots;       /* mailbox slots per receiver, 0 = scale with peers */
+    int    credit_credit_slots;/* per-peer credit region (and static quota), 0 = default */
+    int    credit_piggyback;   /* return credits on data packets */
     int    reg_cache;          /* cache registrations (needs memory hooks) */
     double finalize_timeout;   /* seconds to wait for peers at finalize */
     int    output;             /* opal_output stream */
@@ -58,6 +63,13 @@ typedef struct mca_pml_rdrp_counters {
     uint64_t put_fin_needed;   /* put messages whose last byte equalled the poll value */
     uint64_t max_chunks_inflight;  /* high-water mark of chunks in flight for one receive */
     uint64_t max_bytes_inflight;   /* high-water mark of chunk bytes in flight for one receive */
+    uint64_t credit_stalls;        /* eager sends that found no credit and went by rendezvous */
+    uint64_t credit_packets;       /* explicit credit packets sent */
+    uint64_t credit_requests;      /* compulsory credit return requests sent */
+    uint64_t credit_piggybacks;    /* data packets that carried returned credits */
+    uint64_t credits_piggybacked;  /* credits they carried */
+    uint64_t mailbox_hwm;          /* most mailbox slots held at once */
+    uint64_t mailbox_slots;        /* the mailbox size */
 } mca_pml_rdrp_counters_t;
 extern mca_pml_rdrp_counters_t mca_pml_rdrp_counters;
 OMPI_MODULE_DECLSPEC extern mca_pml_base_component_2_0_0_t mca_pml_rdrp_component;
@@ -78,6 +90,8 @@ int  mca_pml_rdrp_disconnect(mca_pml_rdrp_del_proc_t *procs, size_t n, void *wor
 mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_progress_threads,
                                          bool enable_mpi_threads);
 int  mca_pml_rdrp_finalize(void);
+/* MPI_T: credits held towards receivers, minimum and maximum over peers */
+void mca_pml_rdrp_credit_range(uint64_t *min, uint64_t *max);
 /* memory-release hook target */
 void mca_pml_rdrp_mem_release(void *buf, size_t length);
 

@@ -121,6 +121,31 @@ static int rdrp_register(void)
     p->progress_iterations = 100;
     reg_int("progress_iterations", "Rounds of pml/rdrp's own progress (in blocking calls and unsuccessful iprobes) between two calls of the full opal_progress",
             &p->progress_iterations, OPAL_INFO_LVL_6);
+    p->credit = 1;
+    reg_int("credit", "Gate eager data with end-to-end credits so unexpected eager memory is bounded by "
+            "the receiver's mailbox (a sender without credit uses rendezvous instead of waiting)",
+            &p->credit, OPAL_INFO_LVL_4);
+    p->credit_mode = 1;
+    {
+        static const mca_base_var_enum_value_t mode_values[] = {{0, "static"}, {1, "dynamic"}, {0, NULL}};
+        mca_base_var_enum_t *mode_enum = NULL;
+        (void)mca_base_var_enum_create("pml_rdrp_credit_mode", mode_values, &mode_enum);
+        (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "credit_mode",
+                "Credit flow control: static (equal fixed quotas) or dynamic (quotas follow sender activity)",
+                MCA_BASE_VAR_TYPE_INT, mode_enum, 0, 0, OPAL_INFO_LVL_4,
+                MCA_BASE_VAR_SCOPE_READONLY, &p->credit_mode);
+        OBJ_RELEASE(mode_enum);
+    }
+    p->credit_slots = 0;
+    reg_int("credit_slots", "Mailbox slots (of max(eager_limit, rndv_first_chunk) bytes) per receiver; "
+            "0 scales with the number of processes (16 per peer dynamic, 57 static, at least 64)",
+            &p->credit_slots, OPAL_INFO_LVL_4);
+    p->credit_credit_slots = 0;
+    reg_int("credit_credit_slots", "Per-peer credit-region slots (also the static quota in dynamic mode); 0 = 2",
+            &p->credit_credit_slots, OPAL_INFO_LVL_5);
+    p->credit_piggyback = 1;
+    reg_int("credit_piggyback", "Return credits piggybacked on data packets", &p->credit_piggyback,
+            OPAL_INFO_LVL_5);
     p->reg_cache = 1;
     reg_int("reg_cache", "Cache memory registrations (only effective when Open MPI's memory-release hooks are available, so freed memory is never reused stale)",
             &p->reg_cache, OPAL_INFO_LVL_6);
@@ -151,6 +176,24 @@ static void reg_pvar(const char *name, const char *help, int var_class, uint64_t
                                            counter_get, NULL, NULL, counter);
 }
 
+static int credit_min_get(const struct mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    uint64_t lo, hi;
+    (void)pvar; (void)obj;
+    mca_pml_rdrp_credit_range(&lo, &hi);
+    *(unsigned long *)value = (unsigned long)lo;
+    return OMPI_SUCCESS;
+}
+
+static int credit_max_get(const struct mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    uint64_t lo, hi;
+    (void)pvar; (void)obj;
+    mca_pml_rdrp_credit_range(&lo, &hi);
+    *(unsigned long *)value = (unsigned long)hi;
+    return OMPI_SUCCESS;
+}
+
 static void register_pvars(void)
 {
     mca_pml_rdrp_counters_t *k = &mca_pml_rdrp_counters;
@@ -164,6 +207,22 @@ static void register_pvars(void)
     reg_pvar("rndv_put", "Rendezvous messages sent with the put protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_put);
     reg_pvar("put_fin_needed", "Put-protocol messages that needed an explicit FIN (last byte equal to the poll value)",
              MCA_BASE_PVAR_CLASS_COUNTER, &k->put_fin_needed);
+    reg_pvar("credit_stalls", "Eager sends that found no credit and went by rendezvous", MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_stalls);
+    reg_pvar("credit_packets", "Explicit credit packets sent", MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_packets);
+    reg_pvar("credit_requests", "Compulsory credit return requests sent", MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_requests);
+    reg_pvar("credit_piggybacks", "Data packets that carried returned credits", MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_piggybacks);
+    reg_pvar("credits_piggybacked", "Credits returned on data packets", MCA_BASE_PVAR_CLASS_COUNTER, &k->credits_piggybacked);
+    reg_pvar("mailbox_hwm", "Most mailbox slots held at once by unmatched eager data (never above pml_rdrp_mailbox_slots)",
+             MCA_BASE_PVAR_CLASS_HIGHWATERMARK, &k->mailbox_hwm);
+    reg_pvar("mailbox_slots", "Size of this process's eager mailbox in slots", MCA_BASE_PVAR_CLASS_SIZE, &k->mailbox_slots);
+    (void)mca_base_component_pvar_register(&mca_pml_rdrp_component.pmlm_version, "credits_min",
+            "Fewest credits this process holds towards any receiver", OPAL_INFO_LVL_4,
+            MCA_BASE_PVAR_CLASS_LEVEL, MCA_BASE_VAR_TYPE_UNSIGNED_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+            MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, credit_min_get, NULL, NULL, NULL);
+    (void)mca_base_component_pvar_register(&mca_pml_rdrp_component.pmlm_version, "credits_max",
+            "Most credits this process holds towards any receiver", OPAL_INFO_LVL_4,
+            MCA_BASE_PVAR_CLASS_LEVEL, MCA_BASE_VAR_TYPE_UNSIGNED_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+            MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, credit_max_get, NULL, NULL, NULL);
     reg_pvar("chunks", "Rendezvous chunks pulled by this process as a receiver", MCA_BASE_PVAR_CLASS_COUNTER, &k->chunks);
     reg_pvar("max_chunks_inflight", "Most rendezvous chunks one receive had in flight at once (never above pml_rdrp_max_outstanding)",
              MCA_BASE_PVAR_CLASS_HIGHWATERMARK, &k->max_chunks_inflight);

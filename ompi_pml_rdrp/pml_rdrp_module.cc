@@ -1,5 +1,6 @@
 /* pml/rdrp: the module table, life cycle, endpoints and communicators. */
 #include "pml_rdrp_request.h"
+#include "pml_rdrp_credit.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -259,13 +260,14 @@ extern "C" mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_p
     struct { unsigned id; ucp_am_recv_callback_t cb; } handlers[] = {
         {RDRP_AM_EAGER, am_eager_cb}, {RDRP_AM_RTS, am_rts_cb}, {RDRP_AM_CTS, am_cts_cb},
         {RDRP_AM_CHUNK, am_chunk_cb}, {RDRP_AM_FIN, am_fin_cb}, {RDRP_AM_ACK, am_ack_cb},
-        {RDRP_AM_RTR, am_rtr_cb}, {RDRP_AM_PFIN, am_pfin_cb}};
+        {RDRP_AM_RTR, am_rtr_cb}, {RDRP_AM_PFIN, am_pfin_cb}, {RDRP_AM_CREDIT, am_credit_cb}};
     for (auto &h : handlers) {
         if (rdrp_ucx_set_am_handler(g.uw, h.id, h.cb, nullptr) != 0) {
             mca_pml_rdrp_show_help("init-failed", "AM handler:", rdrp_ucx_last_error());
             return nullptr;
         }
     }
+    if (!credit_init(ompi_process_info.num_procs, OMPI_PROC_MY_NAME->vpid)) return nullptr;
     void *addr;
     size_t len;
     if (rdrp_ucx_worker_address(g.uw, 0, &addr, &len) != 0) {
@@ -313,6 +315,7 @@ extern "C" int mca_pml_rdrp_finalize(void)
     g.unex_pool.clear();
     for (Ctrl *c : g.ctrl_pool) free(c);
     g.ctrl_pool.clear();
+    credit_fini();
     rdrp_ucx_worker_destroy(g.uw, mca_pml_rdrp_params.finalize_timeout);
     g.uw = nullptr;
     g.worker = nullptr;

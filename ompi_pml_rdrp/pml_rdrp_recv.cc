@@ -1,5 +1,6 @@
 /* pml/rdrp: the receive side: posting, arrivals, matching, probe/mprobe. */
 #include "pml_rdrp_request.h"
+#include "pml_rdrp_credit.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -72,6 +73,12 @@ void arrival(CommState *cs, Unexpected *u)
 static bool own_payload(Unexpected *u)
 {
     if (u->owns_data || u->data_len == 0) return true;
+    if (u->slot >= 0) {  /* credit-gated: the payload waits in its mailbox slot */
+        char *mem = credit_slot_mem(u->slot);
+        std::memcpy(mem, u->data, u->data_len);
+        u->data = mem;
+        return true;
+    }
     char *copy = static_cast<char *>(malloc(u->data_len));
     if (!copy) return false;
     std::memcpy(copy, u->data, u->data_len);
@@ -120,8 +127,13 @@ ucs_status_t am_eager_cb(void *arg, const void *hdr, size_t hlen, void *data, si
     }
     rdrp_eager_hdr_t h;
     std::memcpy(&h, hdr, sizeof(h));
+    if (OPAL_UNLIKELY((h.flags & RDRP_FLAG_CREDIT) && (!credit_enabled() || len > credit_slot_size()))) {
+        bad_header("credit-gated eager message that this process cannot hold", len);
+        return UCS_OK;
+    }
     Unexpected *u = unex_alloc();
     if (!u) mca_pml_rdrp_fatal("send-failed", "out of memory", "");
+    if (h.flags & RDRP_FLAG_CREDIT) u->slot = credit_arrive(h.src_vpid, h.credits);
     u->type = RDRP_AM_EAGER;
     u->flags = h.flags;
     u->sreq = h.sreq;
@@ -146,7 +158,10 @@ ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size
     bool needs_rkey = h.proto == RDRP_PROTO_GET ||
                       (h.proto == RDRP_PROTO_RDRP && h.path == RDRP_PATH_RMA);
     if (OPAL_UNLIKELY(h.rkey_len > RDRP_MAX_RKEY || hlen != sizeof(h) + h.rkey_len ||
-                      h.first_len != len || h.first_len > h.total_len || h.total_len == 0 ||
+                      h.first_len != len || h.first_len > h.total_len ||
+                      (h.total_len == 0 && h.proto != RDRP_PROTO_RDRP) ||
+                      ((h.flags & RDRP_FLAG_CREDIT) &&
+                       (!credit_enabled() || h.first_len > credit_slot_size())) ||
                       h.proto > RDRP_PROTO_PUT ||
                       (h.proto == RDRP_PROTO_RDRP && h.path != RDRP_PATH_RMA &&
                        h.path != RDRP_PATH_AM) ||
@@ -157,6 +172,7 @@ ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size
     }
     Unexpected *u = unex_alloc();
     if (!u) mca_pml_rdrp_fatal("send-failed", "out of memory", "");
+    if (h.flags & RDRP_FLAG_CREDIT) u->slot = credit_arrive(h.src_vpid, h.credits);
     u->type = RDRP_AM_RTS;
     u->flags = h.flags;
     u->sreq = h.sreq;

@@ -1,6 +1,7 @@
 /* pml/rdrp: request, unexpected-descriptor and control-buffer pools;
  * request completion and the datatype helpers. */
 #include "pml_rdrp_request.h"
+#include "pml_rdrp_credit.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -242,11 +243,17 @@ Unexpected *unex_alloc()
     u->owns_data = false;
     u->data_len = 0;
     u->rkey_len = 0;
+    u->slot = -1;
     return u;
 }
 
 void unex_release(Unexpected *u)
 {
+    if (u->slot >= 0) {  /* matched and copied: the mailbox slot may earn its credit back */
+        int32_t slot = u->slot;
+        u->slot = -1;
+        credit_slot_free(slot);
+    }
     if (u->owns_data) free(u->data);
     u->data = nullptr;
     u->owns_data = false;

@@ -139,6 +139,7 @@ struct Unexpected {
     uint8_t  last_byte;
     uint16_t rkey_len;
     uint64_t raddr, region_id;
+    int32_t  slot;           /* credit mailbox slot holding the payload, or -1 */
     char     rkey[RDRP_MAX_RKEY];
 };
 #define RDRP_ITEM_MATCHED 0x1u  /* match.flags: matched during rdrp_match_arrive */
@@ -152,6 +153,7 @@ struct Ctrl {
         rdrp_pfin_hdr_t pfin;
         rdrp_chunk_hdr_t chunk;
         struct { rdrp_rtr_hdr_t h; char rkey[RDRP_MAX_RKEY]; } rtr;
+        rdrp_credit_hdr_t credit;
     } h;
     Request *req;  /* chunk sends: the send request */
     size_t   len;
@@ -253,6 +255,10 @@ ucs_status_t am_pfin_cb(void *arg, const void *hdr, size_t hlen, void *data, siz
 /* shared with pml_rdrp_rndv.cc */
 void rndv_send_fin(Request *r);
 void rndv_recv_finish(Request *r);
+
+/* pml_rdrp_credit.cc */
+ucs_status_t am_credit_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                          const ucp_am_recv_param_t *param);
 
 /* Reject a malformed header: message, then abort (nothing was touched). */
 void bad_header(const char *what, uint64_t value);

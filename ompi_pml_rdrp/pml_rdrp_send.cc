@@ -1,5 +1,6 @@
 /* pml/rdrp: the send side: modes, eager, RTS, control messages. */
 #include "pml_rdrp_request.h"
+#include "pml_rdrp_credit.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -72,20 +73,23 @@ int ctrl_send(Endpoint *ep, unsigned am_id, Ctrl *c, size_t hlen)
 }
 
 /* ------------------------------------------------------------ protocols */
-static int send_eager(Request *r, uint32_t seq)
+static inline uint32_t peer_vpid(Endpoint *ep) { return ep->proc->super.proc_name.vpid; }
+
+static int send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy)
 {
     rdrp_eager_hdr_t *h = &r->hdr.eager;
     h->m.cid = r->comm->c_contextid;
     h->m.src = r->comm->c_my_rank;
     h->m.tag = r->tag;
     h->m.seq = seq;
-    h->flags = 0;
-    h->pad = 0;
+    h->flags = gated ? RDRP_FLAG_CREDIT : 0;
+    h->credits = static_cast<uint16_t>(piggy);
+    h->src_vpid = credit_self();
     h->sreq = 0;
     if (r->mode == MCA_PML_BASE_SEND_SYNCHRONOUS) {
         r->id = g.ids.add(r);
         h->sreq = r->id;
-        h->flags = RDRP_FLAG_SYNC;
+        h->flags |= RDRP_FLAG_SYNC;
         r->need_ack = true;
     }
     ucp_request_param_t p;
@@ -127,8 +131,12 @@ static int send_rts(Request *r, uint32_t seq)
     r->id = g.ids.add(r);
     h->sreq = r->id;
     h->total_len = r->packed;
-    r->proto = static_cast<uint8_t>(rndv_protocol_for(r->packed));
+    /* a small message here found no credit: all of it rides in the RTS
+     * header path of the chunked protocol, nothing to pull */
+    bool small = r->packed <= mca_pml_rdrp_params.eager_limit;
+    r->proto = small ? RDRP_PROTO_RDRP : static_cast<uint8_t>(rndv_protocol_for(r->packed));
     h->proto = r->proto;
+    h->src_vpid = credit_self();
     r->rndv = true;
     r->rndv_done = false;
     r->first_len = 0;
@@ -146,8 +154,20 @@ static int send_rts(Request *r, uint32_t seq)
         break;
     default:
         r->first_len = std::min(r->packed, mca_pml_rdrp_params.rndv_first_chunk);
-        h->path = static_cast<uint8_t>(r->ep->path);
-        if (r->ep->path == RDRP_PATH_RMA) {
+        if (small) r->first_len = 0;
+        if (r->first_len > 0 && credit_enabled()) {
+            /* the first chunk may wait at the receiver: it needs a credit */
+            uint32_t piggy;
+            if (credit_take(peer_vpid(r->ep), &piggy)) {
+                h->flags |= RDRP_FLAG_CREDIT;
+                h->credits = piggy;
+            } else {
+                r->first_len = 0;
+            }
+        }
+        /* nothing left to pull after the RTS: no registration needed */
+        h->path = static_cast<uint8_t>(r->packed > r->first_len ? r->ep->path : RDRP_PATH_AM);
+        if (h->path == RDRP_PATH_RMA) {
             hlen = rts_add_rkey(r, h);
             ++stats.rndv_rma;
         } else {
@@ -184,6 +204,47 @@ static int pack_to_staging(Request *r, char *dst)
     return OMPI_SUCCESS;
 }
 
+/* A small standard send that found no credit: the data waits here, in a
+ * copy owned by an internal request that goes by rendezvous, and the
+ * user's send completes at once -- as an eager send would -- so programs
+ * that (unsafely but commonly) count on small sends not blocking still run. */
+static int send_detached(Request *r, uint32_t seq)
+{
+    Request *c = req_alloc(REQ_SEND);
+    char *copy = static_cast<char *>(malloc(r->packed ? r->packed : 1));
+    if (!c || !copy) {
+        free(copy);
+        if (c) req_release(c);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    if (r->packed) std::memcpy(copy, r->data, r->packed);
+    c->buf = copy;
+    c->count = r->packed;
+    c->dtype = &ompi_mpi_byte.dt;
+    OMPI_DATATYPE_RETAIN(c->dtype);
+    c->comm = r->comm;
+    c->peer = r->peer;
+    c->tag = r->tag;
+    c->mode = MCA_PML_BASE_SEND_STANDARD;
+    c->internal = true;
+    c->ep = r->ep;
+    c->ompi.req_mpi_object.comm = r->comm;
+    c->ucx_pending = 0;
+    c->need_ack = c->acked = false;
+    c->rndv = c->rndv_done = false;
+    req_prepare_data(c);
+    c->staging = copy;  /* freed with the carrier's activation */
+    int rc = send_rts(c, seq);
+    if (rc != OMPI_SUCCESS) {
+        req_release(c);
+        return rc;
+    }
+    send_check_complete(c);
+    r->ompi.req_status.MPI_ERROR = MPI_SUCCESS;
+    req_complete(r);
+    return OMPI_SUCCESS;
+}
+
 /* Start (or restart, for persistent requests) a prepared send request. */
 int send_start(Request *r)
 {
@@ -202,7 +263,19 @@ int send_start(Request *r)
     }
     CommState *cs = reinterpret_cast<CommState *>(r->comm->c_pml_comm);
     uint32_t seq = rdrp_match_next_send_seq(cs->mq, r->peer);
-    if (r->packed <= mca_pml_rdrp_params.eager_limit) rc = send_eager(r, seq);
+    bool eager = r->packed <= mca_pml_rdrp_params.eager_limit;
+    bool gated = false;
+    uint32_t piggy = 0;
+    if (eager && credit_enabled()) {
+        /* no credit: rendezvous instead of waiting, so no program can deadlock */
+        gated = credit_take(peer_vpid(r->ep), &piggy);
+        eager = gated;
+    }
+    if (!eager && r->packed <= mca_pml_rdrp_params.eager_limit && !r->internal &&
+        r->mode != MCA_PML_BASE_SEND_SYNCHRONOUS) {
+        return send_detached(r, seq);
+    }
+    if (eager) rc = send_eager(r, seq, gated, piggy);
     else rc = send_rts(r, seq);
     if (rc != OMPI_SUCCESS) return rc;
     send_check_complete(r);
@@ -367,13 +440,17 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
             data += true_lb;
         }
         Endpoint *ep = comm_endpoint(comm, dst);
+        uint32_t piggy = 0;
+        bool gated = credit_enabled();
+        if (gated && !credit_take(peer_vpid(ep), &piggy)) return false;  /* rendezvous */
         CommState *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
         h.m.cid = comm->c_contextid;
         h.m.src = comm->c_my_rank;
         h.m.tag = tag;
         h.m.seq = rdrp_match_next_send_seq(cs->mq, dst);
-        h.flags = 0;
-        h.pad = 0;
+        h.flags = gated ? RDRP_FLAG_CREDIT : 0;
+        h.credits = static_cast<uint16_t>(piggy);
+        h.src_vpid = credit_self();
         h.sreq = 0;
         ucp_request_param_t p;
         p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;

@@ -19,6 +19,7 @@ enum rdrp_am_id {
     RDRP_AM_ACK   = 5,  /* receiver -> sender: a synchronous eager send was matched */
     RDRP_AM_RTR   = 6,  /* receiver -> sender (put protocol): where to PUT, and the poll value */
     RDRP_AM_PFIN  = 7,  /* sender -> receiver (put protocol): data is in, the poll byte could not tell */
+    RDRP_AM_CREDIT = 8, /* flow control: credit packet, compulsory return request/response */
     RDRP_AM_COUNT
 };
 
@@ -30,13 +31,15 @@ typedef struct rdrp_match_hdr {
     uint32_t seq;    /* per-(communicator, destination) sequence number */
 } rdrp_match_hdr_t;
 
-#define RDRP_FLAG_SYNC 0x1u   /* sender needs an ACK when the message is matched */
+#define RDRP_FLAG_SYNC   0x1u  /* sender needs an ACK when the message is matched */
+#define RDRP_FLAG_CREDIT 0x2u  /* the payload took a credit of the receiver's mailbox */
 
 typedef struct rdrp_eager_hdr {
     rdrp_match_hdr_t m;
-    uint32_t flags;
-    uint32_t pad;
-    uint64_t sreq;   /* sender request id (only meaningful with RDRP_FLAG_SYNC) */
+    uint16_t flags;
+    uint16_t credits;   /* piggybacked credits (flow control) */
+    uint32_t src_vpid;  /* sender's process index, for flow control */
+    uint64_t sreq;      /* sender request id (only meaningful with RDRP_FLAG_SYNC) */
 } rdrp_eager_hdr_t;
 
 #define RDRP_MAX_RKEY 512
@@ -57,6 +60,8 @@ typedef struct rdrp_rts_hdr {
     uint64_t first_len;  /* payload bytes carried in this RTS */
     uint64_t raddr;      /* rma path: remote address of byte 0 of the message */
     uint64_t region_id;  /* rma path: sender's registration id (rkey cache key) */
+    uint32_t src_vpid;   /* sender's process index, for flow control */
+    uint32_t credits;    /* piggybacked credits (with RDRP_FLAG_CREDIT on the first chunk) */
     /* followed by rkey_len bytes of packed rkey */
 } rdrp_rts_hdr_t;
 
@@ -94,6 +99,13 @@ typedef struct rdrp_rtr_hdr {
     uint32_t pad2;
     /* followed by rkey_len bytes of packed rkey */
 } rdrp_rtr_hdr_t;
+
+typedef struct rdrp_credit_hdr {
+    uint32_t src_vpid;
+    uint32_t credits;
+    uint8_t  kind;       /* rdrp::credit::PacketKind */
+    uint8_t  pad[7];
+} rdrp_credit_hdr_t;
 
 typedef struct rdrp_pfin_hdr {
     uint64_t rreq;

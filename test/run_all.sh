@@ -62,6 +62,8 @@ configs=(
     "rdrp-get|2 3 4||--mca pml rdrp --mca pml_rdrp_rndv_protocol get"
     "rdrp-put|2 3 4||--mca pml rdrp --mca pml_rdrp_rndv_protocol put"
     "rdrp-put-fin|2 4|rndv|--mca pml rdrp --mca pml_rdrp_rndv_protocol put --mca pml_rdrp_put_poll_value 7"
+    "rdrp-credit-tiny|2 3 4||--mca pml rdrp --mca pml_rdrp_credit_slots 16"
+    "rdrp-credit-static|2 3 4||--mca pml rdrp --mca pml_rdrp_credit_slots 16 --mca pml_rdrp_credit_mode static"
     "rdrp-tiny|2 3 4||--mca pml rdrp --mca pml_rdrp_eager_limit 64 --mca pml_rdrp_rndv_first_chunk 16 --mca pml_rdrp_chunk_size 4096 --mca pml_rdrp_max_outstanding 2"
     "ob1-reference|2||--mca pml ob1 --mca btl self,vader"
 )

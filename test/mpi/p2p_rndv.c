@@ -13,82 +13,11 @@
  * checks run.
  */
 #include "mpitest.h"
+#include "mpitest_mpit.h"
 
 #define NMSG 6
 
 static int rank, size;
-
-/* ------------------------------------------------------------ MPI_T helpers */
-static int cvar_int(const char *name, long long *out)
-{
-    int n, i;
-    MPI_T_cvar_get_num(&n);
-    for (i = 0; i < n; i++) {
-        char nm[256], desc[1024];
-        int nl = sizeof nm, dl = sizeof desc, verb, bind, scope, cnt;
-        MPI_Datatype dt;
-        MPI_T_enum en;
-        MPI_T_cvar_handle h;
-        if (MPI_T_cvar_get_info(i, nm, &nl, &verb, &dt, &en, desc, &dl, &bind, &scope) !=
-                MPI_SUCCESS ||
-            strcmp(nm, name) != 0)
-            continue;
-        if (MPI_T_cvar_handle_alloc(i, NULL, &h, &cnt) != MPI_SUCCESS)
-            return 0;
-        if (dt == MPI_INT) {
-            int v;
-            MPI_T_cvar_read(h, &v);
-            *out = v;
-        } else if (dt == MPI_UNSIGNED_LONG_LONG || dt == MPI_LONG_LONG) {
-            unsigned long long v;
-            MPI_T_cvar_read(h, &v);
-            *out = (long long)v;
-        } else if (dt == MPI_UNSIGNED_LONG || dt == MPI_LONG) {
-            unsigned long v;
-            MPI_T_cvar_read(h, &v);
-            *out = (long long)v;
-        } else {
-            MPI_T_cvar_handle_free(&h);
-            return 0;
-        }
-        MPI_T_cvar_handle_free(&h);
-        return 1;
-    }
-    return 0;
-}
-
-typedef struct {
-    MPI_T_pvar_session s;
-    MPI_T_pvar_handle h;
-    int ok;
-} pvar_t;
-
-static void pvar_open(pvar_t *p, const char *name)
-{
-    int n, i;
-    p->ok = 0;
-    MPI_T_pvar_session_create(&p->s);
-    MPI_T_pvar_get_num(&n);
-    for (i = 0; i < n; i++) {
-        char nm[256], desc[1024];
-        int nl = sizeof nm, dl = sizeof desc, verb, cls, bind, ro, cont, atomic, cnt;
-        MPI_Datatype dt;
-        MPI_T_enum en;
-        if (MPI_T_pvar_get_info(i, nm, &nl, &verb, &cls, &dt, &en, desc, &dl, &bind, &ro, &cont,
-                                &atomic) != MPI_SUCCESS ||
-            strcmp(nm, name) != 0)
-            continue;
-        if (MPI_T_pvar_handle_alloc(p->s, i, NULL, &p->h, &cnt) == MPI_SUCCESS) p->ok = 1;
-        return;
-    }
-}
-
-static unsigned long pvar_read(pvar_t *p)
-{
-    unsigned long v = 0;
-    if (p->ok) MPI_T_pvar_read(p->s, p->h, &v);
-    return v;
-}
 
 /* ------------------------------------------------------------ tests */
 /* NMSG large messages, same (source, tag), all in flight at once */
@@ -262,10 +191,7 @@ int main(int argc, char **argv)
      * MPI_T_finalize that comes after it */
     {
         pvar_t *all[] = {&hw_bytes, &hw_chunks, &rndv, &fins};
-        for (int i = 0; i < 4; i++) {
-            if (all[i]->ok) MPI_T_pvar_handle_free(all[i]->s, &all[i]->h);
-            MPI_T_pvar_session_free(&all[i]->s);
-        }
+        for (int i = 0; i < 4; i++) pvar_close(all[i]);
     }
     MPI_T_finalize();
     return mt_finalize();
