@@ -6,6 +6,8 @@
 #   bench/compare.sh --pmls "ucx ob1" --quick
 #   bench/compare.sh --component-path /work/main/build/.libs \
 #       --config "rdrp-get: --mca pml rdrp --mca pml_rdrp_rndv_protocol get"
+#   bench/compare.sh --rndv                   # rendezvous protocols, 16K..64M
+#   bench/compare.sh --tests "bowtie a2a" --np 4 --min 1M --max 16M
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -15,13 +17,24 @@ declare -A CFG=(
     [rdrp]="--mca pml rdrp"
     [ucx]="--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any"
     [ob1]="--mca pml ob1 --mca btl self,vader"
+    [rdrp-rma]="--mca pml rdrp --mca pml_rdrp_data_path rma"
+    [get]="--mca pml rdrp --mca pml_rdrp_rndv_protocol get"
+    [put]="--mca pml rdrp --mca pml_rdrp_rndv_protocol put"
 )
 declare -A EXTRA=()
-CFG_ORDER=(rdrp ucx ob1)        # known names in definition order
+declare -A TEST_EXTRA=()        # per-test rdrp_bench options (--test-args)
+CFG_ORDER=(rdrp ucx ob1 rdrp-rma get put)   # known names in definition order
 PMLS=""                         # selection given with --pmls
 ADDED=()                        # configs defined with --config
 REFS="ucx ob1"                  # ratio denominators
+RATIOS=""                       # explicit ratio columns "A/B C/D" (or none)
+ALL_TESTS="lat bw bibw mr bowtie a2a"
 TESTS="lat bw bibw mr"
+TESTS_SET=0
+RNDV=0
+SIZES=""
+PREFLIGHT=all
+SHOW_TABLES=1
 REPS=3
 REPS_SET=0
 NP=2
@@ -45,7 +58,9 @@ usage() {
 usage: compare.sh [options]
 Configurations
   --pmls "A B ..."        configurations to run, in this order
-                          (default "rdrp ucx ob1"; built-in: rdrp ucx ob1)
+                          (default "rdrp ucx ob1"; built-in: rdrp ucx ob1,
+                          and rdrp-rma get put: pml rdrp with data_path rma,
+                          rndv_protocol get, rndv_protocol put)
   --config "NAME: ARGS"   define (or redefine) configuration NAME with mpirun
                           MCA arguments ARGS; it is added to the run unless
                           already selected.  Repeatable.
@@ -53,15 +68,25 @@ Configurations
                           configuration).  Repeatable.
   --refs "A B"            ratio denominators (default "ucx ob1"): the table
                           gets X/A, X/B for every other selected config X
+  --ratios "X/A Y/B ..."  exactly these ratio columns instead (none: no
+                          ratio columns)
   --component-path DIR    directory holding mca_pml_rdrp.so; prepended to the
                           default Open MPI component path through
                           OMPI_MCA_mca_base_component_path
+Presets
+  --rndv                  rendezvous protocol comparison: configurations
+                          rdrp rdrp-rma get put ucx, tests lat bw, sizes
+                          16K..64M, bw with "-W 8 -D", ratios vs ucx and
+                          rdrp/get, rdrp-rma/rdrp (explicit options win)
 What to run
-  --tests "lat bw bibw mr" benchmarks (default all four)
+  --tests "lat bw bibw mr" benchmarks (default these four; also bowtie a2a)
+  --test-args "T: ARGS"   extra rdrp_bench options for test T only, e.g.
+                          "bw: -W 8 -D".  Repeatable
   --reps R                repetitions per measurement, best one reported
                           (default 3; --quick: 2)
   --quick                 short run (~1 minute): shorter per-size time
   --min SIZE / --max SIZE size range passed to rdrp_bench (e.g. 1K, 4M)
+  --sizes LIST            explicit sizes instead (e.g. 1M,4M,16M,64M)
   --np N                  ranks (default 2)
   --stat best|avg         per-run value: best ~2 ms timed chunk (default,
                           robust against other processes) or plain average
@@ -70,6 +95,8 @@ What to run
   --bench PATH            use this rdrp_bench binary (default: build
                           bench/build/rdrp_bench from bench/rdrp_bench.c)
   --timeout SEC           kill one mpirun after SEC seconds (default 180)
+  --preflight all|none|"A B"  which configurations get the pre-flight run
+                          (default all)
 Noise (the machine is shared)
   --wait-quiet SEC        before each run wait up to SEC s until other
                           processes use < 20% of one CPU (default 0: don't)
@@ -79,6 +106,7 @@ Output
   --out DIR               results directory (default
                           bench/results/<date-time>)
   --no-plot               do not draw PNG plots even if gnuplot is there
+  --no-tables             write tables.txt but do not print it
   --strict                exit 1 if any configuration failed
   -h, --help
 EOF
@@ -97,6 +125,14 @@ define_config() {       # "NAME: ARGS"
     ADDED+=("$name")
 }
 
+add_test_args() {       # "TEST: ARGS"
+    local spec=$1 name
+    [[ $spec == *:* ]] || die "expected \"TEST: ARGS\", got \"$spec\""
+    name=${spec%%:*}; name=${name//[[:space:]]/}
+    [[ " $ALL_TESTS " == *" $name "* ]] || die "--test-args for unknown test '$name'"
+    TEST_EXTRA[$name]="${TEST_EXTRA[$name]:-} ${spec#*:}"
+}
+
 add_extra() {           # "NAME: ARGS"
     local spec=$1 name
     [[ $spec == *:* ]] || die "expected \"NAME: ARGS\", got \"$spec\""
@@ -110,8 +146,14 @@ while [[ $# -gt 0 ]]; do
     --config)       define_config "$2"; shift ;;
     --extra)        add_extra "$2"; shift ;;
     --refs)         REFS=$2; shift ;;
+    --ratios)       RATIOS=$2; shift ;;
+    --rndv)         RNDV=1 ;;
+    --test-args)    add_test_args "$2"; shift ;;
+    --sizes)        SIZES=$2; shift ;;
+    --preflight)    PREFLIGHT=$2; shift ;;
+    --no-tables)    SHOW_TABLES=0 ;;
     --component-path) COMPONENT_PATH=$2; shift ;;
-    --tests)        TESTS=${2//,/ }; shift ;;
+    --tests)        TESTS=${2//,/ }; TESTS_SET=1; shift ;;
     --reps)         REPS=$2; REPS_SET=1; shift ;;
     --quick)        QUICK=1 ;;
     --min)          MIN=$2; shift ;;
@@ -133,6 +175,22 @@ while [[ $# -gt 0 ]]; do
     shift || die "option needs an argument"
 done
 
+# --rndv: the rendezvous protocol comparison; explicit options win.  bw
+# uses distinct buffers (-D): the get and put protocols complete a receive
+# by polling its last byte, which breaks when concurrent receives share one
+# buffer (the OSU-style default) -- they then crash or finish early.
+if (( RNDV )); then
+    [[ -n $PMLS ]] || PMLS="rdrp rdrp-rma get put ucx"
+    (( TESTS_SET )) || TESTS="lat bw"
+    if [[ -z $SIZES ]]; then
+        [[ -n $MIN ]] || MIN=16K
+        [[ -n $MAX ]] || MAX=64M
+    fi
+    [[ -n $RATIOS ]] || RATIOS="rdrp/ucx rdrp-rma/ucx get/ucx put/ucx rdrp/get rdrp-rma/rdrp"
+    TEST_EXTRA[bw]="-W 8 -D ${TEST_EXTRA[bw]:-}"
+    TEST_EXTRA[bibw]="-W 8 -D ${TEST_EXTRA[bibw]:-}"
+fi
+
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || die "--reps needs a positive integer"
 [[ $NP =~ ^[1-9][0-9]*$ && $NP -ge 2 ]] || die "--np needs an integer >= 2"
 (( QUICK && !REPS_SET )) && REPS=2
@@ -147,8 +205,19 @@ for c in ${PMLS:-rdrp ucx ob1} "${ADDED[@]}"; do
     [[ " ${SEL[*]:-} " == *" $c "* ]] || SEL+=("$c")
 done
 for t in $TESTS; do
-    [[ $t =~ ^(lat|bw|bibw|mr)$ ]] || die "unknown test '$t'"
+    [[ " $ALL_TESTS " == *" $t "* ]] || die "unknown test '$t' (known: $ALL_TESTS)"
 done
+case $PREFLIGHT in
+all|none) ;;
+*) for c in $PREFLIGHT; do
+       [[ " ${SEL[*]} " == *" $c "* ]] || die "--preflight: '$c' is not a selected configuration"
+   done ;;
+esac
+if [[ -n $RATIOS && $RATIOS != none ]]; then
+    for r in $RATIOS; do
+        [[ $r =~ ^[A-Za-z0-9._+-]+/[A-Za-z0-9._+-]+$ ]] || die "--ratios: expected A/B, got '$r'"
+    done
+fi
 for n in "${!EXTRA[@]}"; do
     [[ $n == all || -n ${CFG[$n]+x} ]] || die "--extra for unknown configuration '$n'"
 done
@@ -204,18 +273,26 @@ echo "test,rep,config,exit,wall_s,other_cpu_pct" > "$RUNS"
 # matter how slow a configuration is.
 if (( QUICK )); then
     declare -A TEST_ARGS=([lat]="-i 20000 -T 25" [bw]="-i 2000 -T 25"
-                          [bibw]="-i 2000 -T 25" [mr]="-i 4000 -T 25")
+                          [bibw]="-i 2000 -T 25" [mr]="-i 4000 -T 25"
+                          [bowtie]="-i 20000 -T 25" [a2a]="-i 20000 -T 25")
 else
     declare -A TEST_ARGS=([lat]="-i 100000 -T 200" [bw]="-i 10000 -T 200"
-                          [bibw]="-i 10000 -T 200" [mr]="-i 20000 -T 200")
+                          [bibw]="-i 10000 -T 200" [mr]="-i 20000 -T 200"
+                          [bowtie]="-i 100000 -T 200" [a2a]="-i 100000 -T 200")
 fi
+for t in "${!TEST_EXTRA[@]}"; do TEST_ARGS[$t]+=" ${TEST_EXTRA[$t]}"; done
 SIZE_ARGS=""
 [[ -n $MIN ]] && SIZE_ARGS+=" -m $MIN"
 [[ -n $MAX ]] && SIZE_ARGS+=" -M $MAX"
+[[ -n $SIZES ]] && SIZE_ARGS+=" -z $SIZES"
 
+# more ranks than cores (e.g. --np 4 here): Open MPI refuses to bind two
+# ranks to one core unless told that this overload is intended
+BIND=core
+(( NP > $(nproc) )) && BIND=core:overload-allowed
 MPIRUN=()
 [[ -n $NICE ]] && MPIRUN+=(nice -n "$NICE")
-MPIRUN+=(mpirun --np "$NP" --bind-to core --map-by core)
+MPIRUN+=(mpirun --np "$NP" --bind-to "$BIND" --map-by core)
 [[ $(id -u) == 0 ]] && MPIRUN+=(--allow-run-as-root)
 MPIRUN+=(--oversubscribe)
 
@@ -302,7 +379,8 @@ fail_reason() {         # short reason from a log
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 {
     echo "# compare.sh $(date -Is) on $(hostname), $(nproc) cores, load $LOAD0"
-    echo "# bench: $BENCH $BENCH_ARGS $SIZE_ARGS, np=$NP, reps=$REPS, stat=$STAT, quick=$QUICK${NICE:+, nice $NICE}"
+    echo "# bench: $BENCH $BENCH_ARGS $SIZE_ARGS, np=$NP (bind-to $BIND), reps=$REPS, stat=$STAT, quick=$QUICK${NICE:+, nice $NICE}"
+    for t in $TESTS; do echo "# test $t: ${TEST_ARGS[$t]}"; done
     echo "# OMPI_MCA_mca_base_component_path=${OMPI_MCA_mca_base_component_path:-<unset>}"
     for c in "${SEL[@]}"; do echo "# config $c: $(cfg_args "$c" | tr -s ' ')"; done
 } | tee "$OUT/run-info.txt"
@@ -325,11 +403,15 @@ find_component() {
 # ----------------------------------------------------------- pre-flight
 # Small all-test run with full validation: catches a configuration that does
 # not start, selects another PML, hangs or corrupts data, in a few seconds.
+# Distinct buffers (-D): concurrent receives into one buffer are erroneous
+# MPI, and the get/put protocols do trip over them.
 for c in "${SEL[@]}"; do
+    [[ $PREFLIGHT == none ]] && break
+    [[ $PREFLIGHT == all || " $PREFLIGHT " == *" $c "* ]] || continue
     log=$OUT/logs/preflight-$c
     want=$(cfg_args "$c" | awk '{ for (i = 1; i < NF; i++) if ($i == "pml") p = $(i + 1) } END { print p }')
     EXTRA_RUN="--mca pml_base_verbose 10"
-    run_one "$c" "$log" $(( TIMEOUT < 60 ? TIMEOUT : 60 )) -t all -M 64K -i 20 -w 2 -T 5 -F -c
+    run_one "$c" "$log" $(( TIMEOUT < 60 ? TIMEOUT : 60 )) -t all -M 64K -i 20 -w 2 -T 5 -F -D -c
     rc=$?
     EXTRA_RUN=""
     if (( rc != 0 )); then
@@ -384,7 +466,7 @@ for t in $TESTS; do
                 FAILED[$c]=${FAILED[$c]:-"$t: $why"}
                 FAILURES=$((FAILURES + 1))
             else
-                printf '   %-5s rep %d/%d  %-12s %5ss  other processes: %s%% CPU\n' \
+                printf '   %-6s rep %d/%d  %-12s %5ss  other processes: %s%% CPU\n' \
                     "$t" "$r" "$REPS" "$c" "$dt" "${OTHER_PCT:-?}"
             fi
         done
@@ -394,7 +476,7 @@ T_END=$(date +%s)
 
 # ----------------------------------------------------------------- tables
 SELSTR="${SEL[*]}"
-awk -F, -v sel="$SELSTR" -v refs="$REFS" -v stat="$([[ $STAT == best ]] && echo "best ~2 ms chunk" || echo "average")" -v tests="$TESTS" -v reps="$REPS" \
+awk -F, -v sel="$SELSTR" -v refs="$REFS" -v ratios="$RATIOS" -v np="$NP" -v stat="$([[ $STAT == best ]] && echo "best ~2 ms chunk" || echo "average")" -v tests="$TESTS" -v reps="$REPS" \
     -v summary="$SUMMARY" '
 function better(t, a, b) { return t == "lat" ? a < b : a > b }
 function fmt(t, v) {
@@ -414,18 +496,32 @@ NR == 1 { next }
 END {
     nc = split(sel, C, " ")
     nr = split(refs, Rf, " ")
-    # ratio columns: every selected non-reference config over every reference
-    # selected; if everything is a reference, first selected over the others
-    ns_ = 0; nref = 0
-    for (i = 1; i <= nc; i++) {
-        isref = 0
-        for (j = 1; j <= nr; j++) if (C[i] == Rf[j]) isref = 1
-        if (isref) REF[++nref] = C[i]; else SUB[++ns_] = C[i]
+    for (i = 1; i <= nc; i++) issel[C[i]] = 1
+    # ratio columns (NUM[q] / DEN[q]): --ratios as given (pairs with an
+    # unselected config dropped), else every selected non-reference config
+    # over every reference selected; if everything is a reference, first
+    # selected over the others
+    nq = 0
+    if (ratios != "") {
+        m = split(ratios, Q, " ")
+        for (i = 1; i <= m; i++) {
+            if (split(Q[i], ab, "/") != 2 || !(ab[1] in issel) || !(ab[2] in issel)) continue
+            nq++; NUM[nq] = ab[1]; DEN[nq] = ab[2]
+        }
+    } else {
+        ns_ = 0; nref = 0
+        for (i = 1; i <= nc; i++) {
+            isref = 0
+            for (j = 1; j <= nr; j++) if (C[i] == Rf[j]) isref = 1
+            if (isref) REF[++nref] = C[i]; else SUB[++ns_] = C[i]
+        }
+        if (ns_ == 0 && nc > 1) {
+            SUB[++ns_] = C[1]; nref = 0
+            for (i = 2; i <= nc; i++) REF[++nref] = C[i]
+        }
+        for (a = 1; a <= ns_; a++) for (b = 1; b <= nref; b++) { nq++; NUM[nq] = SUB[a]; DEN[nq] = REF[b] }
     }
-    if (ns_ == 0 && nc > 1) {
-        SUB[++ns_] = C[1]; nref = 0
-        for (i = 2; i <= nc; i++) REF[++nref] = C[i]
-    }
+    for (q = 1; q <= nq; q++) { QN[q] = NUM[q] "/" DEN[q]; QW[q] = length(QN[q]) + 1 < 10 ? 10 : length(QN[q]) + 1 }
     print "test,size,config,best,median,worst,runs,unit" > summary
     ntest = split(tests, T, " ")
     for (ti = 1; ti <= ntest; ti++) {
@@ -437,11 +533,13 @@ END {
         for (i = 2; i <= m; i++) { x = S[i]; for (j = i - 1; j >= 1 && S[j] > x; j--) S[j + 1] = S[j]; S[j + 1] = x }
         if (t == "lat") desc = "half round-trip latency [us], LOWER is better; ratio < 1 = numerator faster"
         else if (t == "mr") desc = "message rate [msg/s], higher is better; ratio > 1 = numerator faster"
+        else if (t == "bowtie") desc = "BOWTIE, pairs r <-> r+-np/2 exchange one message each way per trial, np=" np ", MB/s sent by all ranks together, higher is better; ratio > 1 = numerator faster"
+        else if (t == "a2a") desc = "alltoall by point-to-point, every rank to all np-1 others per trial, np=" np ", MB/s sent by all ranks together, higher is better; ratio > 1 = numerator faster"
         else desc = (t == "bw" ? "bandwidth" : "bi-directional bandwidth") " [MB/s = 10^6 B/s], higher is better; ratio > 1 = numerator faster"
         printf "\n== %s: %s\n   best of %d runs per value (each run: %s); spread = largest (worst-best)/best over the configs\n", t, desc, reps, stat
         line = sprintf("%9s", "size")
         for (i = 1; i <= nc; i++) line = line sprintf(" %12s", C[i])
-        for (a = 1; a <= ns_; a++) for (b = 1; b <= nref; b++) line = line sprintf(" %10s", SUB[a] "/" REF[b])
+        for (q = 1; q <= nq; q++) line = line sprintf(" %*s", QW[q], QN[q])
         print line sprintf(" %7s", "spread")
         for (i = 1; i <= m; i++) {
             s = S[i]; line = sprintf("%9d", s); spread = -1
@@ -459,15 +557,16 @@ END {
                 printf "%s,%d,%s,%.6g,%.6g,%.6g,%d,%s\n", t, s, c, b_, med, w_, cnt, unit[t] > summary
                 line = line sprintf(" %12s", fmt(t, b_))
             }
-            for (a = 1; a <= ns_; a++) for (b = 1; b <= nref; b++) {
-                x = best[SUB[a]]; y = best[REF[b]]
-                line = line sprintf(" %10s", (x != "" && y != "" && y > 0) ? sprintf("%.2f", x / y) : "-")
+            for (q = 1; q <= nq; q++) {
+                x = best[NUM[q]]; y = best[DEN[q]]
+                line = line sprintf(" %*s", QW[q], (x != "" && y != "" && y > 0) ? sprintf("%.2f", x / y) : "-")
             }
             line = line sprintf(" %6s", spread >= 0 ? sprintf("%.0f%%", spread) : "-")
             print line
         }
     }
-}' "$RAW" | tee "$TABLES"
+}' "$RAW" > "$TABLES"
+(( SHOW_TABLES )) && cat "$TABLES"
 
 # ------------------------------------------------------------------ plots
 if (( PLOT )) && command -v gnuplot >/dev/null 2>&1 && [[ -s $SUMMARY ]]; then
@@ -487,7 +586,7 @@ if (( PLOT )) && command -v gnuplot >/dev/null 2>&1 && [[ -s $SUMMARY ]]; then
             echo "set output '$OUT/$t.png'"
             echo "set title '$t, np=$NP, best of $REPS'"
             echo "set logscale x 2; set logscale y 10; set grid"
-            echo "set xtics ('1' 1, '16' 16, '256' 256, '4K' 4096, '64K' 65536, '1M' 1048576, '4M' 4194304)"
+            echo "set xtics ('1' 1, '16' 16, '256' 256, '4K' 4096, '16K' 16384, '64K' 65536, '256K' 262144, '1M' 1048576, '4M' 4194304, '16M' 16777216, '64M' 67108864)"
             echo "set xlabel 'message size'; set ylabel '$ylab'; set key left top"
             plots=()
             for c in "${SEL[@]}"; do

@@ -12,12 +12,21 @@
  *         counting both directions
  *   mr    np/2 sender/receiver pairs (rank i -> rank i+np/2), windows of
  *         small sends + ack, aggregate messages/s over all pairs
+ *   bowtie BOWTIE (rendezvous-get-put-polling seed, section 4.1): every rank
+ *         r exchanges one message with its partner r +- np/2 (= r ^ np/2 for
+ *         a power-of-two np) at the same time, MPI_Irecv + MPI_Isend +
+ *         MPI_Waitall per trial; MB/s summed over all ranks' sends
+ *   a2a   alltoall by point-to-point (same seed, section 4.2.2): every rank
+ *         MPI_Isend/MPI_Irecv to/from all np-1 others (shift d: send to r+d,
+ *         receive from r-d), in groups of 4 shifts with one MPI_Waitall per
+ *         group; MB/s summed over all ranks' sends
  *
  * Iteration counts: -i gives the count for small messages (<= 8 KiB); above
  * that the count is scaled down in proportion to the size (never below a
  * small floor).  With -T MS (default 100) rank 0 also shortens the run so that
  * one size takes about MS milliseconds, using the warm-up to estimate the cost
- * of one iteration; -T 0 gives fixed, reproducible counts.
+ * of one iteration; -T 0 gives fixed, reproducible counts.  --sizes replaces
+ * the power-of-two sweep by an explicit list.
  *
  * Buffers are page aligned and touched once at start-up.  Before each timed
  * loop the receiver poisons a few check positions in its receive buffer and
@@ -51,10 +60,12 @@
 #define NCHECK      16          /* sampled check positions per message */
 #define MAX_CHUNKS  256
 #define CHUNK_MS    2.0         /* auto chunking: about this long each */
+#define MAX_SIZES   64          /* entries of --sizes */
+#define A2A_GROUP   4           /* a2a: shifts posted before one Waitall */
 
-enum { T_LAT, T_BW, T_BIBW, T_MR, T_COUNT };
-static const char *test_names[T_COUNT] = { "lat", "bw", "bibw", "mr" };
-static const char *test_units[T_COUNT] = { "us", "MB/s", "MB/s", "msg/s" };
+enum { T_LAT, T_BW, T_BIBW, T_MR, T_BOWTIE, T_A2A, T_COUNT };
+static const char *test_names[T_COUNT] = { "lat", "bw", "bibw", "mr", "bowtie", "a2a" };
+static const char *test_units[T_COUNT] = { "us", "MB/s", "MB/s", "msg/s", "MB/s", "MB/s" };
 
 static struct {
     size_t min_size, max_size;  /* user range; (size_t)-1 = test default */
@@ -69,11 +80,14 @@ static struct {
     int chunks;                 /* timed loop split in this many chunks */
     int stat_best;              /* report best chunk instead of average */
     int tests[T_COUNT];
+    size_t sizes[MAX_SIZES];    /* --sizes: explicit list (nsizes > 0) */
+    int nsizes;
 } opt;
 
 static int rank, nprocs;
 static unsigned char *sbuf, *rbuf;
 static size_t slot_stride;      /* distance between window slots (0 = shared) */
+static size_t peer_stride;      /* a2a: distance between per-source slots */
 static long n_checks;
 
 /* ------------------------------------------------------------------ helpers */
@@ -125,6 +139,27 @@ static size_t first_size(size_t min)
     return s;
 }
 
+/*
+ * The sizes one test runs: the --sizes list, or the powers of two (and 0)
+ * in [lo, hi].  no_zero: streaming tests skip size 0.  Returns the count.
+ */
+static int size_list(size_t lo, size_t hi, int no_zero, size_t *out)
+{
+    int n = 0;
+    if (opt.nsizes > 0) {
+        for (int i = 0; i < opt.nsizes; i++)
+            if (!(no_zero && opt.sizes[i] == 0))
+                out[n++] = opt.sizes[i];
+        return n;
+    }
+    size_t s = first_size(lo);
+    if (no_zero && s == 0)
+        s = 1;          /* streaming 0 bytes measures nothing useful */
+    for (; s <= hi && n < MAX_SIZES; s = next_size(s))
+        out[n++] = s;
+    return n;
+}
+
 static inline unsigned char pattern(size_t size, int from, size_t pos)
 {
     return (unsigned char)(pos * 13u + size * 7u + (size_t)from * 101u + 1u);
@@ -159,20 +194,43 @@ static void fill_send(size_t size, int nslots)
 }
 
 /* receiver side: make sure stale data cannot pass the check */
+static void poison_buf(unsigned char *b, size_t size, int from)
+{
+    if (opt.full_check) {
+        for (size_t p = 0; p < size; p++)
+            b[p] = (unsigned char)~pattern(size, from, p);
+    } else {
+        for (int k = 0; k < NCHECK; k++) {
+            size_t p = check_pos(size, k);
+            b[p] = (unsigned char)~pattern(size, from, p);
+        }
+    }
+}
+
 static void poison_recv(size_t size, int from, int nslots)
 {
     if (size == 0)
         return;
-    for (int s = 0; s < nslots; s++) {
-        unsigned char *b = rbuf + (size_t)s * slot_stride;
-        if (opt.full_check) {
-            for (size_t p = 0; p < size; p++)
-                b[p] = (unsigned char)~pattern(size, from, p);
-        } else {
-            for (int k = 0; k < NCHECK; k++) {
-                size_t p = check_pos(size, k);
-                b[p] = (unsigned char)~pattern(size, from, p);
-            }
+    for (int s = 0; s < nslots; s++)
+        poison_buf(rbuf + (size_t)s * slot_stride, size, from);
+}
+
+static void check_buf(const char *test, const unsigned char *b, size_t size,
+                      int from, int slot)
+{
+    size_t n = opt.full_check ? size : NCHECK;
+    for (size_t i = 0; i < n; i++) {
+        size_t p = opt.full_check ? i : check_pos(size, (int)i);
+        n_checks++;
+        if (b[p] != pattern(size, from, p)) {
+            fprintf(stderr,
+                    "rdrp_bench[%d]: VALIDATION FAILED test=%s size=%zu "
+                    "slot=%d offset=%zu: got 0x%02x expected 0x%02x "
+                    "(from rank %d)\n",
+                    rank, test, size, slot, p, b[p], pattern(size, from, p),
+                    from);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 3);
         }
     }
 }
@@ -181,24 +239,8 @@ static void check_recv(const char *test, size_t size, int from, int nslots)
 {
     if (size == 0)
         return;
-    for (int s = 0; s < nslots; s++) {
-        const unsigned char *b = rbuf + (size_t)s * slot_stride;
-        size_t n = opt.full_check ? size : NCHECK;
-        for (size_t i = 0; i < n; i++) {
-            size_t p = opt.full_check ? i : check_pos(size, (int)i);
-            n_checks++;
-            if (b[p] != pattern(size, from, p)) {
-                fprintf(stderr,
-                        "rdrp_bench[%d]: VALIDATION FAILED test=%s size=%zu "
-                        "slot=%d offset=%zu: got 0x%02x expected 0x%02x "
-                        "(from rank %d)\n",
-                        rank, test, size, s, p, b[p], pattern(size, from, p),
-                        from);
-                fflush(stderr);
-                MPI_Abort(MPI_COMM_WORLD, 3);
-            }
-        }
-    }
+    for (int s = 0; s < nslots; s++)
+        check_buf(test, rbuf + (size_t)s * slot_stride, size, from, s);
 }
 
 static inline void *rslot(int i) { return rbuf + (size_t)i * slot_stride; }
@@ -310,10 +352,14 @@ static void header(int t)
         return;
     if (opt.csv)
         return;
-    printf("# rdrp_bench %s, np=%d%s%s\n", test_names[t], nprocs,
+    printf("# rdrp_bench %s, np=%d%s%s%s%s\n", test_names[t], nprocs,
            t == T_LAT ? ", half round-trip time" : "",
-           t == T_MR ? ", aggregate over all pairs" : "");
-    if (t != T_LAT)
+           t == T_MR ? ", aggregate over all pairs" : "",
+           t == T_BOWTIE ? ", pairs r <-> r+-np/2 exchange one message each"
+                           " way per trial, MB/s summed over all ranks" : "",
+           t == T_A2A ? ", every rank sends to all others per trial,"
+                        " MB/s summed over all ranks" : "");
+    if (t == T_BW || t == T_BIBW || t == T_MR)
         printf("# window %d%s\n", opt.window,
                opt.distinct ? ", distinct buffer per window slot" : "");
     printf("# value: %s\n", opt.stat_best ? "best of the timed chunks" : "average over all iterations");
@@ -374,8 +420,12 @@ static void run_lat(size_t lo, size_t hi)
     int active = rank < 2;
     int peer = 1 - rank;
 
+    size_t sizes[MAX_SIZES];
+    int nsz = size_list(lo, hi, 0, sizes);
+
     header(T_LAT);
-    for (size_t size = first_size(lo); size <= hi; size = next_size(size)) {
+    for (int si = 0; si < nsz; si++) {
+        size_t size = sizes[si];
         long nmax = scaled_iters(base, size, 50);
         long nwarm = warmup_count(nmax, 10);
         double tw = 0;
@@ -477,11 +527,12 @@ static void run_stream(int t, size_t lo, size_t hi, int npairs)
     if (!req)
         die("out of memory");
 
+    size_t sizes[MAX_SIZES];
+    int nsz = size_list(lo, hi, 1, sizes);
+
     header(t);
-    size_t start = first_size(lo);
-    if (start == 0)
-        start = 1;      /* streaming 0 bytes measures nothing useful */
-    for (size_t size = start; size <= hi; size = next_size(size)) {
+    for (int si = 0; si < nsz; si++) {
+        size_t size = sizes[si];
         long nmax = scaled_iters(base, size, 5);
         long nwarm = warmup_count(nmax, 2);
         int sender = rank < npairs;
@@ -536,11 +587,12 @@ static void run_bibw(size_t lo, size_t hi)
     if (!req)
         die("out of memory");
 
+    size_t sizes[MAX_SIZES];
+    int nsz = size_list(lo, hi, 1, sizes);
+
     header(T_BIBW);
-    size_t start = first_size(lo);
-    if (start == 0)
-        start = 1;
-    for (size_t size = start; size <= hi; size = next_size(size)) {
+    for (int si = 0; si < nsz; si++) {
+        size_t size = sizes[si];
         long nmax = scaled_iters(base, size, 5);
         long nwarm = warmup_count(nmax, 2);
         double tw = 0;
@@ -575,15 +627,143 @@ static void run_bibw(size_t lo, size_t hi)
     free(req);
 }
 
+/* ------------------------------------------ seed patterns: bowtie and a2a */
+
+/*
+ * BOWTIE (rendezvous-get-put-polling seed, section 4.1): rank r and its
+ * partner send one message to each other at the same time and wait for
+ * both.  The partner is r +- np/2, which is the seed's (np >> 1) ^ r for a
+ * power-of-two np (the same pairs as mr); with an odd np the last rank idles.
+ */
+static int bowtie_peer(void)
+{
+    int half = nprocs / 2;
+    if (rank >= 2 * half)
+        return -1;
+    return rank < half ? rank + half : rank - half;
+}
+
+static double bowtie(size_t size, long n, int peer)
+{
+    MPI_Request req[2];
+    double t0 = MPI_Wtime();
+    for (long i = 0; i < n; i++) {
+        MPI_Irecv(rbuf, (int)size, MPI_BYTE, peer, DATA_TAG, MPI_COMM_WORLD,
+                  &req[0]);
+        MPI_Isend(sbuf, (int)size, MPI_BYTE, peer, DATA_TAG, MPI_COMM_WORLD,
+                  &req[1]);
+        MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+    }
+    return MPI_Wtime() - t0;
+}
+
+/*
+ * Alltoall by point-to-point (same seed, section 4.2.2): shifts d = 1 ..
+ * np-1 in groups of A2A_GROUP; per shift an MPI_Isend to r+d, then an
+ * MPI_Irecv from r-d (the seed's order: sends first, so rendezvous requests
+ * often arrive unexpected), one MPI_Waitall per group.  The message from r-d
+ * lands in its own slot d-1, so no two receives share a buffer; all sends
+ * read the same buffer.  The seed's loop also has the shift 0 (a message to
+ * itself); it is left out here, only messages between processes count.
+ */
+static int a2a_src(int d) { return (rank - d + nprocs) % nprocs; }
+static unsigned char *a2a_slot(int d) { return rbuf + (size_t)(d - 1) * peer_stride; }
+
+static double a2a(size_t size, long n, MPI_Request *req)
+{
+    double t0 = MPI_Wtime();
+    for (long i = 0; i < n; i++) {
+        for (int d0 = 1; d0 < nprocs; d0 += A2A_GROUP) {
+            int k = 0;
+            for (int d = d0; d < nprocs && d < d0 + A2A_GROUP; d++) {
+                MPI_Isend(sbuf, (int)size, MPI_BYTE, (rank + d) % nprocs,
+                          DATA_TAG, MPI_COMM_WORLD, &req[k++]);
+                MPI_Irecv(a2a_slot(d), (int)size, MPI_BYTE, a2a_src(d),
+                          DATA_TAG, MPI_COMM_WORLD, &req[k++]);
+            }
+            MPI_Waitall(k, req, MPI_STATUSES_IGNORE);
+        }
+    }
+    return MPI_Wtime() - t0;
+}
+
+static double pattern_trials(int t, size_t size, long n, int peer,
+                             MPI_Request *req)
+{
+    return t == T_A2A ? a2a(size, n, req) : bowtie(size, n, peer);
+}
+
+/* bowtie and a2a: every active rank times its own trials, the slowest
+ * rank's chunk counts (reduce_timing); value = bytes sent by all ranks per
+ * trial / time per trial */
+static void run_pattern(int t, size_t lo, size_t hi)
+{
+    long base = opt.iters_lat ? opt.iters_lat : 10000;
+    int peer = bowtie_peer();
+    int active = t == T_A2A || peer >= 0;
+    double msgs = t == T_A2A ? (double)nprocs * (nprocs - 1)   /* per trial */
+                             : (double)(nprocs / 2 * 2);
+    MPI_Request req[2 * A2A_GROUP];
+    size_t sizes[MAX_SIZES];
+    int nsz = size_list(lo, hi, 1, sizes);
+
+    if (t == T_BOWTIE && nprocs % 2 && rank == 0)
+        fprintf(stderr, "# bowtie: odd np, rank %d idles\n", nprocs - 1);
+    header(t);
+    for (int si = 0; si < nsz; si++) {
+        size_t size = sizes[si];
+        long nmax = scaled_iters(base, size, 10);
+        long nwarm = warmup_count(nmax, 3);
+        double tw = 0;
+        timing_t tm = { 0 };
+
+        if (active)
+            fill_send(size, 1);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (active)
+            tw = pattern_trials(t, size, nwarm, peer, req);
+        long n = agree_iters(nmax, 3, nwarm, tw);
+        if (t == T_A2A) {
+            for (int d = 1; d < nprocs && size > 0; d++)
+                poison_buf(a2a_slot(d), size, a2a_src(d));
+        } else if (active) {
+            poison_recv(size, peer, 1);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        long done = 0;
+        tm.nchunk = chunk_count(n);
+        for (int k = 0; k < tm.nchunk; k++) {
+            long m = n * (k + 1) / tm.nchunk - done;
+            tm.cn[k] = m;
+            tm.ct[k] = active ? pattern_trials(t, size, m, peer, req) : 0;
+            tm.total += tm.ct[k];
+            done += m;
+        }
+        if (t == T_A2A) {
+            for (int d = 1; d < nprocs && size > 0; d++)
+                check_buf("a2a", a2a_slot(d), size, a2a_src(d), d - 1);
+        } else if (active) {
+            check_recv("bowtie", size, peer, 1);
+        }
+        reduce_timing(&tm);
+        double per_it = msgs * (double)size / 1e6;
+        double avg = per_it / per_iter_avg(&tm, n);
+        double best = per_it / per_iter_best(&tm);
+        report(t, size, opt.stat_best ? best : avg, n, avg);
+    }
+}
+
 /* ------------------------------------------------------------------ main */
 
 static void usage(const char *prog)
 {
     printf(
 "usage: mpirun -np N %s [options]\n"
-"  -t, --test LIST      lat,bw,bibw,mr or all (default all)\n"
+"  -t, --test LIST      lat,bw,bibw,mr,bowtie,a2a or all (default all)\n"
 "  -m, --min SIZE       smallest size (default 0 for lat, 1 otherwise)\n"
 "  -M, --max SIZE       largest size (default 4M; mr: --mr-max)\n"
+"  -z, --sizes LIST     explicit sizes instead of the powers of two between\n"
+"                       --min and --max, e.g. 1M,4M,16M,64M (max %d)\n"
 "      --mr-max SIZE    default largest size for mr (default 8K)\n"
 "  -i, --iters N        iterations for sizes <= 8K (lat 10000, bw/bibw 100,\n"
 "                       mr 500); scaled down in proportion above 8K\n"
@@ -601,7 +781,27 @@ static void usage(const char *prog)
 "  -F, --full-check     validate every received byte (default: %d samples)\n"
 "  -h, --help\n"
 "sizes accept K/M/G suffixes (powers of 1024).  lat uses ranks 0 and 1,\n"
-"bibw ranks 0 and 1, bw/mr pairs (i, i+np/2).\n", prog, MAX_CHUNKS, NCHECK);
+"bibw ranks 0 and 1, bw/mr/bowtie pairs (i, i+np/2), a2a all ranks.\n",
+           prog, MAX_SIZES, MAX_CHUNKS, NCHECK);
+}
+
+static void parse_sizes(const char *s)
+{
+    char *dup = strdup(s), *save = NULL;
+    opt.nsizes = 0;
+    for (char *tok = strtok_r(dup, ", ", &save); tok;
+         tok = strtok_r(NULL, ", ", &save)) {
+        if (opt.nsizes == MAX_SIZES) {
+            fprintf(stderr, "--sizes: at most %d sizes\n", MAX_SIZES);
+            exit(1);
+        }
+        opt.sizes[opt.nsizes++] = parse_size(tok);
+    }
+    free(dup);
+    if (opt.nsizes == 0) {
+        fprintf(stderr, "--sizes: empty list\n");
+        exit(1);
+    }
 }
 
 static void parse_tests(const char *s)
@@ -633,6 +833,7 @@ int main(int argc, char **argv)
         { "test", required_argument, 0, 't' },
         { "min", required_argument, 0, 'm' },
         { "max", required_argument, 0, 'M' },
+        { "sizes", required_argument, 0, 'z' },
         { "mr-max", required_argument, 0, 'R' },
         { "iters", required_argument, 0, 'i' },
         { "warmup", required_argument, 0, 'w' },
@@ -659,11 +860,12 @@ int main(int argc, char **argv)
     parse_tests("all");
 
     /* parse before MPI_Init so that --help works without a launcher */
-    while ((c = getopt_long(argc, argv, "t:m:M:i:w:W:T:K:S:cDFh", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:m:M:z:i:w:W:T:K:S:cDFh", lo, NULL)) != -1) {
         switch (c) {
         case 't': parse_tests(optarg); break;
         case 'm': opt.min_size = parse_size(optarg); break;
         case 'M': opt.max_size = parse_size(optarg); break;
+        case 'z': parse_sizes(optarg); break;
         case 'R': opt.mr_max = parse_size(optarg); break;
         case 'i': iters = atol(optarg); break;
         case 'w': opt.warmup = atol(optarg); break;
@@ -708,6 +910,12 @@ int main(int argc, char **argv)
     size_t hi_all = opt.max_size != (size_t)-1 ? opt.max_size : (4u << 20);
     if (opt.tests[T_MR] && opt.max_size == (size_t)-1 && opt.mr_max > hi_all)
         hi_all = opt.mr_max;
+    if (opt.nsizes > 0) {
+        hi_all = 0;
+        for (int i = 0; i < opt.nsizes; i++)
+            if (opt.sizes[i] > hi_all)
+                hi_all = opt.sizes[i];
+    }
     if (hi_all > (size_t)0x7fffffff)
         die("max size must fit an int count");
     if (hi_all < 4)
@@ -719,11 +927,18 @@ int main(int argc, char **argv)
     slot_stride = opt.distinct ? (hi_all + (size_t)page - 1) / (size_t)page * (size_t)page : 0;
     size_t bytes = (opt.distinct ? slot_stride * nslot : hi_all);
     bytes = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
+    /* a2a: one receive slot per source */
+    size_t rbytes = bytes;
+    if (opt.tests[T_A2A]) {
+        peer_stride = (hi_all + (size_t)page - 1) / (size_t)page * (size_t)page;
+        if (peer_stride * (size_t)(nprocs - 1) > rbytes)
+            rbytes = peer_stride * (size_t)(nprocs - 1);
+    }
     if (posix_memalign((void **)&sbuf, (size_t)page, bytes) ||
-        posix_memalign((void **)&rbuf, (size_t)page, bytes))
+        posix_memalign((void **)&rbuf, (size_t)page, rbytes))
         die("cannot allocate buffers");
     memset(sbuf, 'a', bytes);
-    memset(rbuf, 'b', bytes);
+    memset(rbuf, 'b', rbytes);
 
     if (rank == 0) {
         if (opt.csv)
@@ -753,6 +968,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "# mr: odd np, rank %d idles\n", nprocs - 1);
         run_stream(T_MR, lo_def, hi_mr, nprocs / 2);
     }
+    if (opt.tests[T_BOWTIE])
+        run_pattern(T_BOWTIE, lo_def, hi_def);
+    if (opt.tests[T_A2A])
+        run_pattern(T_A2A, lo_def, hi_def);
 
     long total = 0;
     MPI_Reduce(&n_checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);

@@ -27,6 +27,7 @@ CreditState cs;
 /* Transmit what the engine asked for; after every engine call. */
 void flush_control()
 {
+    if (OPAL_LIKELY(cs.ep->control_pending() == 0)) return;
     credit::ControlPacket pkt;
     while (cs.ep->pop_control(&pkt)) {
         ompi_proc_t *proc = reinterpret_cast<ompi_proc_t *>(
