@@ -1,0 +1,108 @@
+/*
+ * Variant selection.  A pure function of values all ranks share, so every
+ * rank picks the same variant (a mismatch would deadlock).  n is the bytes
+ * of the whole vector (reductions: count * elem_size; Gather/Scatter/
+ * Allgather: size * block), blk the bytes per rank or pair, p the size.
+ *
+ *  collective           condition                      variant
+ *  Barrier              always                         Dissemination
+ *  Bcast, Reduce        n <= 4 KiB                     KnomialTree k=2 (binomial), whole
+ *                       n <= 256 KiB or n/64KiB < 2p   KaryTree k=2, 16 KiB segments
+ *                       otherwise                      Chain, 64 KiB segments
+ *  Allreduce            n <= 8 KiB or count < p        Butterfly (any op)
+ *                       commutative                    Ring, 64 KiB segments
+ *                       non-commutative                ReduceBcast, KaryTree k=2, 32 KiB segments
+ *  Gather, Scatter      n <= 64 KiB                    KnomialTree k=2
+ *                       otherwise                      Linear
+ *  Allgather            n <= 32 KiB, p power of two    Butterfly
+ *                       n <= 32 KiB                    Dissemination (Bruck)
+ *                       otherwise                      Ring
+ *  Alltoall             blk <= 1 KiB                   Linear, window 0 (p <= 32) or 32
+ *                       blk <= 64 KiB                  Linear, window 8
+ *                       otherwise                      Pairwise
+ *  ReduceScatter(Block) commutative, n <= 8 KiB        ReduceThenScatter, KnomialTree k=2
+ *                       commutative                    Ring, 64 KiB segments
+ *                       non-commutative, n <= 64 KiB   ReduceThenScatter, KnomialTree k=2
+ *                       non-commutative                Pairwise
+ *  Scan, Exscan         n <= 16 KiB                    Butterfly
+ *                       otherwise                      Chain, 32 KiB segments
+ *  Gatherv, Scatterv    always                         Linear (only the root knows the counts)
+ *  Allgatherv           sum(counts) <= 32 KiB          Dissemination, else Ring
+ *  Alltoallv            always                         Linear, window 8 (counts differ per rank)
+ *
+ * Non-commutative reductions only ever get order-preserving variants
+ * (trees rooted at rank 0 or hopping through it, butterflies, pairwise
+ * with a rank-ordered combine, chains).  The thresholds are starting
+ * points for tuning on real hardware, not measurements.
+ */
+#include "cdag_coll.h"
+
+namespace cdag {
+
+namespace {
+
+constexpr uint64_t KiB = 1024;
+
+AlgoChoice make(Algo a, int radix = 2, uint64_t seg = 0, int window = 0, Algo tree = Algo::KnomialTree) {
+    AlgoChoice c;
+    c.algo = a;
+    c.radix = radix;
+    c.seg_bytes = seg;
+    c.window = window;
+    c.tree = tree;
+    return c;
+}
+
+AlgoChoice rooted_tree(uint64_t n, int p) {
+    if (n <= 4 * KiB) return make(Algo::KnomialTree, 2);
+    if (n <= 256 * KiB || n / (64 * KiB) < uint64_t(2 * p)) return make(Algo::KaryTree, 2, 16 * KiB);
+    return make(Algo::Chain, 1, 64 * KiB);
+}
+
+uint64_t sum(const uint64_t *v, int p) {
+    uint64_t t = 0;
+    for (int i = 0; v && i < p; ++i) t += v[i];
+    return t;
+}
+
+}  // namespace
+
+AlgoChoice select(const CollSpec &c) {
+    const int p = c.size;
+    const uint64_t red_bytes = c.count * c.elem_size;
+    switch (c.coll) {
+    case Coll::Barrier: return make(Algo::Dissemination);
+    case Coll::Bcast: return rooted_tree(c.count, p);
+    case Coll::Reduce: return rooted_tree(red_bytes, p);
+    case Coll::Allreduce:
+        if (red_bytes <= 8 * KiB || c.count < uint64_t(p)) return make(Algo::Butterfly);
+        if (c.commutative) return make(Algo::Ring, 2, 64 * KiB);
+        return make(Algo::ReduceBcast, 2, 32 * KiB, 0, Algo::KaryTree);
+    case Coll::Gather:
+    case Coll::Scatter:
+        return c.count * p <= 64 * KiB ? make(Algo::KnomialTree, 2) : make(Algo::Linear);
+    case Coll::Allgather:
+        if (c.count * p <= 32 * KiB) return make((p & (p - 1)) == 0 ? Algo::Butterfly : Algo::Dissemination);
+        return make(Algo::Ring);
+    case Coll::Alltoall:
+        if (c.count <= 1 * KiB) return make(Algo::Linear, 2, 0, p <= 32 ? 0 : 32);
+        if (c.count <= 64 * KiB) return make(Algo::Linear, 2, 0, 8);
+        return make(Algo::Pairwise);
+    case Coll::ReduceScatterBlock:
+    case Coll::ReduceScatter: {
+        const uint64_t n =
+            (c.coll == Coll::ReduceScatter ? sum(c.counts, p) : c.count * uint64_t(p)) * c.elem_size;
+        if (n <= (c.commutative ? 8 : 64) * KiB) return make(Algo::ReduceThenScatter, 2, 0, 0, Algo::KnomialTree);
+        return c.commutative ? make(Algo::Ring, 2, 64 * KiB) : make(Algo::Pairwise);
+    }
+    case Coll::Scan:
+    case Coll::Exscan: return red_bytes <= 16 * KiB ? make(Algo::Butterfly) : make(Algo::Chain, 1, 32 * KiB);
+    case Coll::Gatherv:
+    case Coll::Scatterv: return make(Algo::Linear);
+    case Coll::Allgatherv: return make(sum(c.counts, p) <= 32 * KiB ? Algo::Dissemination : Algo::Ring);
+    case Coll::Alltoallv: return make(Algo::Linear, 2, 0, 8);
+    }
+    return make(Algo::Auto);
+}
+
+}  // namespace cdag
