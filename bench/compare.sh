@@ -35,6 +35,7 @@ RNDV=0
 SIZES=""
 PREFLIGHT=all
 SHOW_TABLES=1
+SNAPSHOT=1
 REPS=3
 REPS_SET=0
 NP=2
@@ -73,6 +74,9 @@ Configurations
   --component-path DIR    directory holding mca_pml_rdrp.so; prepended to the
                           default Open MPI component path through
                           OMPI_MCA_mca_base_component_path
+  --no-snapshot           load mca_pml_rdrp.so from there directly (default:
+                          from a copy taken at the start, in OUT/component,
+                          so that a rebuild during the run cannot mix builds)
 Presets
   --rndv                  rendezvous protocol comparison: configurations
                           rdrp rdrp-rma get put ucx, tests lat bw, sizes
@@ -152,6 +156,7 @@ while [[ $# -gt 0 ]]; do
     --sizes)        SIZES=$2; shift ;;
     --preflight)    PREFLIGHT=$2; shift ;;
     --no-tables)    SHOW_TABLES=0 ;;
+    --no-snapshot)  SNAPSHOT=0 ;;
     --component-path) COMPONENT_PATH=$2; shift ;;
     --tests)        TESTS=${2//,/ }; TESTS_SET=1; shift ;;
     --reps)         REPS=$2; REPS_SET=1; shift ;;
@@ -261,6 +266,7 @@ fi
 # ------------------------------------------------------------- run set-up
 [[ -n $OUT ]] || OUT=$HERE/results/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT/logs" || die "cannot create $OUT"
+OUT=$(cd "$OUT" && pwd)     # absolute: it may end up in the component path
 RAW=$OUT/raw.csv
 SUMMARY=$OUT/summary.csv
 TABLES=$OUT/tables.txt
@@ -376,12 +382,59 @@ fail_reason() {         # short reason from a log
     fi
 }
 
+# which mca_pml_rdrp.so the runs load (the first in the component path)
+rdrp_so_dir() {
+    local d IFS=:
+    for d in ${OMPI_MCA_mca_base_component_path:-$DEFAULT_CPATH}; do
+        [[ -e $d/mca_pml_rdrp.so ]] && { echo "$d"; return; }
+    done
+}
+so_id() {               # FILE -> "FILE mtime md5"
+    [[ -e $1 ]] && echo "$1 $(date -r "$1" +%FT%T) md5 $(md5sum < "$1" | cut -c1-12)"
+}
+
+# The checkout is shared and other people rebuild mca_pml_rdrp.so while we
+# measure; a rebuild in the middle of a run would mix two builds.  So the
+# runs load a copy taken now, kept in $OUT/component (--no-snapshot: load
+# the original).  Only a directory outside Open MPI's default path is
+# replaced by the copy, and only when some configuration uses pml rdrp.
+SO_SRC=""
+SO_DIR=$(rdrp_so_dir)
+[[ -n $SO_DIR ]] && SO_SRC=$SO_DIR/mca_pml_rdrp.so
+SO_SRC_ID0=$(so_id "$SO_SRC")
+SNAPPED=0
+uses_rdrp=0
+for c in "${SEL[@]}"; do [[ " $(cfg_args "$c") " == *" pml rdrp "* ]] && uses_rdrp=1; done
+if (( SNAPSHOT && uses_rdrp )) && [[ -n $SO_DIR && ":$DEFAULT_CPATH:" != *":$SO_DIR:"* ]]; then
+    if mkdir -p "$OUT/component" && cp -p "$SO_SRC" "$OUT/component/mca_pml_rdrp.so"; then
+        newpath=""
+        IFS=: read -r -a cdirs <<< "${OMPI_MCA_mca_base_component_path:-$DEFAULT_CPATH}"
+        for d in "${cdirs[@]}"; do
+            [[ $d == "$SO_DIR" ]] && d=$OUT/component
+            newpath+=${newpath:+:}$d
+        done
+        export OMPI_MCA_mca_base_component_path=$newpath
+        SNAPPED=1
+    else
+        echo "compare.sh: warning: cannot copy $SO_SRC to $OUT/component; using the original" >&2
+    fi
+fi
+SO_LINE=""
+if [[ -n $SO_SRC_ID0 ]]; then
+    if (( SNAPPED )); then
+        SO_LINE="# pml rdrp: copy of $SO_SRC_ID0 in $OUT/component"
+    else
+        SO_LINE="# pml rdrp: $SO_SRC_ID0"
+    fi
+fi
+
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 {
     echo "# compare.sh $(date -Is) on $(hostname), $(nproc) cores, load $LOAD0"
     echo "# bench: $BENCH $BENCH_ARGS $SIZE_ARGS, np=$NP (bind-to $BIND), reps=$REPS, stat=$STAT, quick=$QUICK${NICE:+, nice $NICE}"
     for t in $TESTS; do echo "# test $t: ${TEST_ARGS[$t]}"; done
     echo "# OMPI_MCA_mca_base_component_path=${OMPI_MCA_mca_base_component_path:-<unset>}"
+    [[ -n $SO_LINE ]] && echo "$SO_LINE"
     for c in "${SEL[@]}"; do echo "# config $c: $(cfg_args "$c" | tr -s ' ')"; done
 } | tee "$OUT/run-info.txt"
 echo "# results in $OUT"
@@ -399,6 +452,7 @@ find_component() {
     done
     return 1
 }
+
 
 # ----------------------------------------------------------- pre-flight
 # Small all-test run with full validation: catches a configuration that does
@@ -607,6 +661,14 @@ for c in "${SEL[@]}"; do
     [[ -n ${FAILED[$c]:-} ]] && echo "!! configuration $c FAILED ($(echo "${FAILED[$c]}" | head -c 300)); its columns are '-' or partial"
 done
 echo "# wall time $((T_END - T_START)) s (load at start $LOAD0, at end $(cut -d' ' -f1-3 /proc/loadavg))"
+SO_SRC_ID1=$(so_id "$SO_SRC")
+if [[ $SO_SRC_ID1 != "$SO_SRC_ID0" ]]; then
+    if (( SNAPPED )); then
+        echo "# note: $SO_SRC was rebuilt during the run (now ${SO_SRC_ID1#* }); all runs used the copy taken at the start (${SO_SRC_ID0#* })"
+    else
+        echo "# WARNING: $SO_SRC changed during the run (rebuilt?): at start '${SO_SRC_ID0#* }', at end '${SO_SRC_ID1#* }'; runs before and after measured different builds (times in runs.csv, logs/*.time)"
+    fi | tee -a "$OUT/run-info.txt"
+fi
 awk -F, 'NR > 1 && $4 == 0 && $6 != "" { n++; if ($6 + 0 > 10) busy++; if ($6 + 0 > mx) mx = $6 + 0 }
     END { if (busy) printf "# WARNING: %d of %d runs shared the CPUs with other processes (>10%% of CPU time, worst %d%%): numbers are perturbed, see runs.csv\n", busy, n, mx
           else if (n) printf "# noise: no run lost more than 10%% of CPU time to other processes (worst %d%%)\n", mx }' "$RUNS"

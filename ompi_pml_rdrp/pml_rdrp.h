@@ -36,6 +36,7 @@ typedef struct mca_pml_rdrp_params {
     int    data_path;          /* RDRP_PATH_* for every peer (auto: by locality) */
     int    data_path_local;    /* resolved choice for on-node peers under auto */
     int    data_path_remote;   /* resolved choice for off-node peers under auto */
+    size_t auto_rma_min;       /* auto, on-node: messages this large switch from am to rma */
     int    progress_iterations;/* iprobe misses between opal_progress calls */
     int    credit;             /* gate eager data with credits (issue 4) */
     int    credit_mode;        /* 0 static, 1 dynamic */

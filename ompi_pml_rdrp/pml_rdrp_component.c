@@ -44,6 +44,7 @@ mca_pml_base_component_2_0_0_t mca_pml_rdrp_component = {
 static unsigned long long eager_limit = 8192, first_chunk = 8192;
 static unsigned long long chunk_size = 512 * 1024;
 static unsigned long long get_limit = 0;
+static unsigned long long auto_rma_min = 2 * 1024 * 1024;
 
 static const mca_base_var_enum_value_t rndv_protocol_values[] = {
     {RDRP_RNDV_AUTO, "auto"}, {RDRP_RNDV_RDRP, "rdrp"}, {RDRP_RNDV_GET, "get"},
@@ -118,6 +119,11 @@ static int rdrp_register(void)
             MCA_BASE_VAR_TYPE_INT, path_enum, 0, 0, OPAL_INFO_LVL_4,
             MCA_BASE_VAR_SCOPE_READONLY, &p->data_path);
     OBJ_RELEASE(path_enum);
+    reg_size("auto_rma_min",
+             "With pml_rdrp_data_path=auto, on-node messages of at least this size use the rma path "
+             "(measured on UCX 1.13 shared memory: am has lower latency up to 1 MiB, rma moves large "
+             "messages ~1.4x faster because both processes copy); 0 = always am on-node",
+             &auto_rma_min);
     p->progress_iterations = 100;
     reg_int("progress_iterations", "Rounds of pml/rdrp's own progress (in blocking calls and unsuccessful iprobes) between two calls of the full opal_progress",
             &p->progress_iterations, OPAL_INFO_LVL_6);
@@ -244,6 +250,7 @@ static int rdrp_open(void)
     p->rndv_first_chunk = (size_t)first_chunk;
     p->chunk_size = chunk_size ? (size_t)chunk_size : 512 * 1024;
     p->get_limit = (size_t)get_limit;
+    p->auto_rma_min = (size_t)auto_rma_min;
     if (p->put_poll_value > 255) p->put_poll_value = 255;
     if (p->max_outstanding < 1) p->max_outstanding = 1;
     if (p->rndv_first_chunk > p->chunk_size) p->rndv_first_chunk = p->chunk_size;

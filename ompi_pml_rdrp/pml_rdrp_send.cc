@@ -103,6 +103,17 @@ static int send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy)
                  "eager send");
 }
 
+/* The rdrp protocol's data path for this message: the peer's, except that
+ * under auto large on-node messages go by rma (see pml_rdrp_auto_rma_min). */
+static inline int data_path_for(const Request *r)
+{
+    const mca_pml_rdrp_params_t &p = mca_pml_rdrp_params;
+    if (p.data_path == RDRP_PATH_AUTO && !r->ep->remote && p.auto_rma_min > 0 &&
+        r->packed >= p.auto_rma_min)
+        return RDRP_PATH_RMA;
+    return r->ep->path;
+}
+
 /* Register the send buffer and describe it in the RTS (rma data path and
  * the get protocol); returns the header length. */
 static size_t rts_add_rkey(Request *r, rdrp_rts_hdr_t *h)
@@ -166,7 +177,7 @@ static int send_rts(Request *r, uint32_t seq)
             }
         }
         /* nothing left to pull after the RTS: no registration needed */
-        h->path = static_cast<uint8_t>(r->packed > r->first_len ? r->ep->path : RDRP_PATH_AM);
+        h->path = static_cast<uint8_t>(r->packed > r->first_len ? data_path_for(r) : RDRP_PATH_AM);
         if (h->path == RDRP_PATH_RMA) {
             hlen = rts_add_rkey(r, h);
             ++stats.rndv_rma;
