@@ -144,7 +144,7 @@ static int rdrp_register(void)
     }
     p->credit_slots = 0;
     reg_int("credit_slots", "Mailbox slots (of max(eager_limit, rndv_first_chunk) bytes) per receiver; "
-            "0 scales with the number of processes (16 per peer dynamic, 57 static, at least 64)",
+            "0 scales with the number of processes (16 per peer dynamic, 57 static, at least 256)",
             &p->credit_slots, OPAL_INFO_LVL_4);
     p->credit_credit_slots = 0;
     reg_int("credit_credit_slots", "Per-peer credit-region slots (also the static quota in dynamic mode); 0 = 2",

@@ -62,7 +62,13 @@ bool credit_init(uint32_t npeers, uint32_t self)
     if (!p.credit) return true;
     credit::Config cfg = credit::default_config(
         npeers, p.credit_mode == 0 ? credit::Mode::kStatic : credit::Mode::kDynamic);
-    if (p.credit_slots > 0) cfg.slots = static_cast<uint32_t>(p.credit_slots);
+    if (p.credit_slots > 0) {
+        cfg.slots = static_cast<uint32_t>(p.credit_slots);
+    } else if (cfg.slots < 256) {
+        /* small jobs: room for a 64-message window from each of a few peers
+         * (2 MiB of mostly untouched memory at the default eager limit) */
+        cfg.slots = 256;
+    }
     if (p.credit_credit_slots > 0) {
         cfg.credit_slots = static_cast<uint32_t>(p.credit_credit_slots);
         cfg.static_slots = cfg.credit_slots;
