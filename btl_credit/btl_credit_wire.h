@@ -1,0 +1,46 @@
+/*
+ * btl/credit: what travels on the wire.
+ *
+ * Every packet is one UCX active message on the sender's endpoint to the
+ * receiver, with this 16-byte header as the AM user header:
+ *   data packets    (AM id BTL_CREDIT_AM_DATA): kind = RDRP_CREDIT_PKT_DATA,
+ *                   tag = the upper layer's (ob1's) active-message tag,
+ *                   credits = credits piggybacked back to the receiver,
+ *                   payload = the descriptor's segment (ob1 header + data);
+ *   control packets (AM id BTL_CREDIT_AM_CTRL): kind = CREDIT / REQUEST /
+ *                   RESPONSE of the credit engine, no payload.  They never
+ *                   need a credit of their own (CREDIT) or had it taken by
+ *                   the engine already (REQUEST / RESPONSE).
+ * src is the sender's vpid: the BTL 3.1 receive upcall has no endpoint, so
+ * the header names the sender.  seq counts every packet (data and control)
+ * of one sender->receiver direction: the engine requires in-order delivery
+ * between a pair, and the receiver checks it rather than assuming it.
+ */
+#ifndef MCA_BTL_CREDIT_WIRE_H
+#define MCA_BTL_CREDIT_WIRE_H
+
+#include <stdint.h>
+
+#include "btl_credit.h"
+#include "rdrp_credit.h" /* RDRP_CREDIT_PKT_* */
+
+/* UCP AM ids (our own worker, so they collide with nobody). */
+#define BTL_CREDIT_AM_DATA 1
+#define BTL_CREDIT_AM_CTRL 2
+
+typedef struct btl_credit_hdr {
+    uint8_t  tag;      /* upper-layer AM tag (data packets), 0 otherwise */
+    uint8_t  kind;     /* RDRP_CREDIT_PKT_* */
+    uint16_t version;  /* BTL_CREDIT_WIRE_VERSION: a mismatch is reported, not misparsed */
+    uint32_t src;      /* sender's vpid */
+    uint32_t credits;  /* piggybacked (data) / granted / handed back (control) */
+    uint32_t seq;      /* per (sender, receiver) packet number */
+} btl_credit_hdr_t;
+
+#define BTL_CREDIT_WIRE_VERSION 1
+
+#ifdef __cplusplus
+static_assert(sizeof(btl_credit_hdr_t) == MCA_BTL_CREDIT_HDR_SIZE, "wire header size");
+#endif
+
+#endif /* MCA_BTL_CREDIT_WIRE_H */
