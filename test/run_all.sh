@@ -55,20 +55,19 @@ else
 fi
 
 # ---------------------------------------------------------------- MPI tests
-# name | ranks | test regex (empty: all) | mpirun arguments
-configs=(
-    "rdrp|2 3 4||--mca pml rdrp"
-    "rdrp-rma|2 3 4||--mca pml rdrp --mca pml_rdrp_data_path rma"
-    "rdrp-get|2 3 4||--mca pml rdrp --mca pml_rdrp_rndv_protocol get"
-    "rdrp-put|2 3 4||--mca pml rdrp --mca pml_rdrp_rndv_protocol put"
-    "rdrp-put-fin|2 4|rndv|--mca pml rdrp --mca pml_rdrp_rndv_protocol put --mca pml_rdrp_put_poll_value 7"
-    "rdrp-credit-tiny|2 3 4||--mca pml rdrp --mca pml_rdrp_credit_slots 16"
-    "rdrp-credit-static|2 3 4||--mca pml rdrp --mca pml_rdrp_credit_slots 16 --mca pml_rdrp_credit_mode static"
-    "rdrp-tiny|2 3 4||--mca pml rdrp --mca pml_rdrp_eager_limit 64 --mca pml_rdrp_rndv_first_chunk 16 --mca pml_rdrp_chunk_size 4096 --mca pml_rdrp_max_outstanding 2"
-    "ob1-reference|2||--mca pml ob1 --mca btl self,vader"
-)
+# Configurations live in test/configs/*.conf, one per line:
+#   name ; ranks ; test regex (empty: all) ; mpirun arguments
+# (blank lines and lines starting with # are ignored).  Each component keeps
+# its own file, so adding a component never edits this script.
+configs=()
+for f in "$top"/test/configs/*.conf; do
+    while IFS= read -r line; do
+        case "$line" in ''|'#'*) continue ;; esac
+        configs+=("$line")
+    done <"$f"
+done
 for c in "${configs[@]}"; do
-    IFS='|' read -r name nps only args <<<"$c"
+    IFS=';' read -r name nps only args <<<"$c"
     only_arg=()
     [ -n "$only" ] && only_arg=(--only "$only")
     if [ -n "${RDRP_TEST_CONFIGS:-}" ] && ! [[ " $RDRP_TEST_CONFIGS " == *" $name "* ]]; then
