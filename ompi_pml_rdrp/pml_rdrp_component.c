@@ -262,8 +262,10 @@ static int rdrp_open(void)
 
     p->output = opal_output_open(NULL);
     opal_output_set_verbosity(p->output, p->verbose);
-    opal_show_help_add_dir(RDRP_HELP_DIR);
+    /* the source tree first: a stale installed copy must not shadow the
+     * topics of the build being run (a missing directory is skipped) */
     opal_show_help_add_dir(RDRP_SRC_HELP_DIR);
+    opal_show_help_add_dir(RDRP_HELP_DIR);
 
     /* UCX must hear about memory released by the application too */
     opal_common_ucx_mca_register();

@@ -24,10 +24,13 @@ struct CreditState {
 };
 CreditState cs;
 
+struct DeferredPacket { uint32_t src, piggy; };
+constexpr unsigned kMaxDeferred = 64;
+DeferredPacket deferred[kMaxDeferred];
+
 /* Transmit what the engine asked for; after every engine call. */
-void flush_control()
+void flush_control_slow()
 {
-    if (OPAL_LIKELY(cs.ep->control_pending() == 0)) return;
     credit::ControlPacket pkt;
     while (cs.ep->pop_control(&pkt)) {
         ompi_proc_t *proc = reinterpret_cast<ompi_proc_t *>(
@@ -42,6 +45,11 @@ void flush_control()
         if (pkt.kind == credit::PacketKind::kReturnRequest) ++stats.credit_requests;
         ctrl_send(get_endpoint(proc), RDRP_AM_CREDIT, c, sizeof(rdrp_credit_hdr_t));
     }
+}
+
+inline void flush_control()
+{
+    if (OPAL_UNLIKELY(cs.ep->control_pending() != 0)) flush_control_slow();
 }
 
 void note_mailbox()
@@ -106,14 +114,47 @@ bool credit_init(uint32_t npeers, uint32_t self)
 
 void credit_fini()
 {
+    credit_deferred_count = 0;
     cs.ep.reset();
     free(cs.mailbox);
     cs.mailbox = nullptr;
 }
 
+unsigned credit_deferred_count = 0;
+
+bool credit_src_valid(uint32_t src) { return src < cs.npeers; }
+
+void credit_consumed(uint32_t src, uint32_t piggy)
+{
+    if (credit_deferred_count == kMaxDeferred) credit_settle();
+    deferred[credit_deferred_count++] = DeferredPacket{src, piggy};
+}
+
+void credit_settle()
+{
+    unsigned n = credit_deferred_count;
+    credit_deferred_count = 0;
+    for (unsigned i = 0; i < n; ++i) {
+        credit::PacketHeader h;
+        h.kind = credit::PacketKind::kData;
+        h.credits = deferred[i].piggy;
+        int32_t slot = cs.ep->on_packet(deferred[i].src, h);
+        if (slot < 0) {
+            bad_header("data packet beyond the credits granted (mailbox would overflow)",
+                       deferred[i].src);
+            continue;
+        }
+        note_mailbox();
+        cs.ep->on_slot_freed(slot);
+    }
+    flush_control();
+}
+
 bool credit_take(uint32_t peer, uint32_t *piggy)
 {
     *piggy = 0;
+    if (peer < cs.npeers && !cs.ep->can_send(peer) && credit_deferred_count != 0)
+        credit_settle();  /* credits piggybacked on packets not yet accounted */
     if (peer >= cs.npeers || !cs.ep->can_send(peer)) {
         ++stats.credit_stalls;
         return false;
@@ -133,6 +174,7 @@ int32_t credit_arrive(uint32_t src, uint32_t piggy)
         bad_header("flow-control source out of range", src);
         return -1;
     }
+    credit_settle_if_due();
     credit::PacketHeader h;
     h.kind = credit::PacketKind::kData;
     h.credits = piggy;
@@ -161,6 +203,7 @@ void credit_control(uint32_t src, uint8_t kind, uint32_t credits)
         bad_header("malformed credit packet", kind);
         return;
     }
+    credit_settle_if_due();
     credit::PacketHeader h;
     h.kind = static_cast<credit::PacketKind>(kind);
     h.credits = credits;

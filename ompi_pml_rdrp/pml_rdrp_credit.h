@@ -27,7 +27,8 @@ uint32_t credit_self();
 bool credit_take(uint32_t peer, uint32_t *piggy);
 
 /* Receiver: a gated data packet arrived from src carrying piggy credits;
- * returns its mailbox slot (aborts on a protocol violation). */
+ * returns its mailbox slot (aborts on a protocol violation).  Settles the
+ * deferred packets first. */
 int32_t credit_arrive(uint32_t src, uint32_t piggy);
 char *credit_slot_mem(int32_t slot);
 size_t credit_slot_size();
@@ -35,6 +36,27 @@ void credit_slot_free(int32_t slot);
 
 /* A credit-protocol control packet arrived (AM RDRP_AM_CREDIT). */
 void credit_control(uint32_t src, uint8_t kind, uint32_t credits);
+
+/* A sender index the engine knows (checked on arrival, before any copy). */
+bool credit_src_valid(uint32_t src);
+
+/* Deferred accounting.  A gated eager packet that meets its receive on
+ * arrival never needs mailbox memory: its engine work (take a slot, read
+ * the piggybacked credits, free the slot, maybe return credits) is queued
+ * by credit_consumed() and done by credit_settle() off the latency path:
+ * after the next send has left, when the next receive is posted, when a
+ * progress pass finds nothing to do, before any other credit event, and
+ * when a send finds no credit.  The
+ * engine sees every packet exactly once, in arrival order among deferred
+ * packets; until then the packet counts as in flight, so conservation
+ * (held + in flight + free = mailbox) holds throughout. */
+void credit_consumed(uint32_t src, uint32_t piggy);
+void credit_settle();
+extern unsigned credit_deferred_count;
+static inline void credit_settle_if_due()
+{
+    if (__builtin_expect(credit_deferred_count != 0, 0)) credit_settle();
+}
 
 }  // namespace rdrp
 #endif

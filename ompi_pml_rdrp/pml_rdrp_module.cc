@@ -68,7 +68,13 @@ Endpoint *get_endpoint(ompi_proc_t *proc)
 
 Endpoint *comm_endpoint(ompi_communicator_t *comm, int rank)
 {
-    return get_endpoint(ompi_comm_peer_lookup(comm, rank));
+    /* the group lookup costs more than the rest of a small send's setup */
+    auto *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
+    Endpoint *ep = cs->eps[rank];
+    if (OPAL_LIKELY(ep != nullptr)) return ep;
+    ep = get_endpoint(ompi_comm_peer_lookup(comm, rank));
+    cs->eps[rank] = ep;
+    return ep;
 }
 
 CommState *comm_state(uint32_t cid)
@@ -122,6 +128,7 @@ int progress_worker()
      * pass over every transport costs about as much as a small message */
     int n = static_cast<int>(ucp_worker_progress(g.worker));
     if (OPAL_UNLIKELY(!g.polling.empty())) n += poll_receives();
+    if (n == 0) credit_settle_if_due();  /* idle: catch up on credit accounting */
     return n;
 }
 
@@ -167,7 +174,10 @@ static int add_comm(ompi_communicator_t *comm)
     cs->size = OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
     cs->comm = comm;
     cs->mq = rdrp_match_create(cs->size);
-    if (!cs->mq) {
+    cs->eps = static_cast<Endpoint **>(calloc(cs->size > 0 ? cs->size : 1, sizeof(Endpoint *)));
+    if (!cs->mq || !cs->eps) {
+        if (cs->mq) rdrp_match_destroy(cs->mq);
+        free(cs->eps);
         delete cs;
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
@@ -192,6 +202,7 @@ static int del_comm(ompi_communicator_t *comm)
     if (!cs) return OMPI_SUCCESS;
     rdrp_match_foreach(cs->mq, drop_item, nullptr);
     rdrp_match_destroy(cs->mq);
+    free(cs->eps);
     delete cs;
     comm->c_pml_comm = nullptr;
     return OMPI_SUCCESS;
@@ -258,7 +269,7 @@ extern "C" mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_p
     g.worker = rdrp_ucx_worker_handle(g.uw);
     g.threads = enable_mpi_threads;
     struct { unsigned id; ucp_am_recv_callback_t cb; } handlers[] = {
-        {RDRP_AM_EAGER, am_eager_cb}, {RDRP_AM_RTS, am_rts_cb}, {RDRP_AM_CTS, am_cts_cb},
+        {RDRP_AM_EAGER, am_eager_cb}, {RDRP_AM_EAGER_PACKED, am_eager_packed_cb}, {RDRP_AM_RTS, am_rts_cb}, {RDRP_AM_CTS, am_cts_cb},
         {RDRP_AM_CHUNK, am_chunk_cb}, {RDRP_AM_FIN, am_fin_cb}, {RDRP_AM_ACK, am_ack_cb},
         {RDRP_AM_RTR, am_rtr_cb}, {RDRP_AM_PFIN, am_pfin_cb}, {RDRP_AM_CREDIT, am_credit_cb}};
     for (auto &h : handlers) {

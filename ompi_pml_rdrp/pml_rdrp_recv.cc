@@ -72,6 +72,10 @@ void arrival(CommState *cs, Unexpected *u)
 /* Copy transport-owned payload into memory of our own. */
 static bool own_payload(Unexpected *u)
 {
+    if (u->credit_due) {  /* unmatched: it holds a mailbox slot from now on */
+        u->credit_due = false;
+        u->slot = credit_arrive(u->credit_src, u->credit_piggy);
+    }
     if (u->owns_data || u->data_len == 0) return true;
     if (u->slot >= 0) {  /* credit-gated: the payload waits in its mailbox slot */
         char *mem = credit_slot_mem(u->slot);
@@ -116,6 +120,34 @@ static void handle_arrival(const rdrp_match_hdr_t &m, Unexpected *u)
     }
 }
 
+/* Both eager forms: h is the validated header, data/len the payload. */
+static void eager_arrival(const rdrp_eager_hdr_t &h, void *data, size_t len)
+{
+    if (OPAL_UNLIKELY((h.flags & RDRP_FLAG_CREDIT) && (!credit_enabled() || len > credit_slot_size()))) {
+        bad_header("credit-gated eager message that this process cannot hold", len);
+        return;
+    }
+    if (OPAL_UNLIKELY((h.flags & RDRP_FLAG_CREDIT) && !credit_src_valid(h.src_vpid))) {
+        bad_header("flow-control source out of range", h.src_vpid);
+        return;
+    }
+    Unexpected *u = unex_alloc();
+    if (!u) mca_pml_rdrp_fatal("send-failed", "out of memory", "");
+    if (h.flags & RDRP_FLAG_CREDIT) {
+        /* accounted when matched (deferred) or when it needs its mailbox slot */
+        u->credit_due = true;
+        u->credit_src = h.src_vpid;
+        u->credit_piggy = h.credits;
+    }
+    u->type = RDRP_AM_EAGER;
+    u->flags = h.flags;
+    u->sreq = h.sreq;
+    u->total = len;
+    u->data_len = len;
+    u->data = static_cast<char *>(data);
+    handle_arrival(h.m, u);
+}
+
 ucs_status_t am_eager_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                          const ucp_am_recv_param_t *param)
 {
@@ -127,20 +159,24 @@ ucs_status_t am_eager_cb(void *arg, const void *hdr, size_t hlen, void *data, si
     }
     rdrp_eager_hdr_t h;
     std::memcpy(&h, hdr, sizeof(h));
-    if (OPAL_UNLIKELY((h.flags & RDRP_FLAG_CREDIT) && (!credit_enabled() || len > credit_slot_size()))) {
-        bad_header("credit-gated eager message that this process cannot hold", len);
+    eager_arrival(h, data, len);
+    return UCS_OK;
+}
+
+/* RDRP_AM_EAGER_PACKED: the header is the first bytes of the payload. */
+ucs_status_t am_eager_packed_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                                const ucp_am_recv_param_t *param)
+{
+    (void)arg; (void)hdr; (void)param;
+    Guard guard;
+    if (OPAL_UNLIKELY(hlen != 0 || len < sizeof(rdrp_eager_hdr_t) ||
+                      len - sizeof(rdrp_eager_hdr_t) > RDRP_EAGER_PACKED_MAX)) {
+        bad_header("packed eager message length", len);
         return UCS_OK;
     }
-    Unexpected *u = unex_alloc();
-    if (!u) mca_pml_rdrp_fatal("send-failed", "out of memory", "");
-    if (h.flags & RDRP_FLAG_CREDIT) u->slot = credit_arrive(h.src_vpid, h.credits);
-    u->type = RDRP_AM_EAGER;
-    u->flags = h.flags;
-    u->sreq = h.sreq;
-    u->total = len;
-    u->data_len = len;
-    u->data = static_cast<char *>(data);
-    handle_arrival(h.m, u);
+    rdrp_eager_hdr_t h;
+    std::memcpy(&h, data, sizeof(h));
+    eager_arrival(h, static_cast<char *>(data) + sizeof(h), len - sizeof(h));
     return UCS_OK;
 }
 
@@ -215,6 +251,9 @@ static void reset_recv_status(Request *r)
 
 int recv_restart(Request *r)
 {
+    /* a receive being posted is not waiting for anything yet: a good
+     * moment to account the packets matched since the last send */
+    credit_settle_if_due();
     reset_recv_status(r);
     int rc = req_prepare_data(r);
     if (rc != OMPI_SUCCESS) return rc;

@@ -139,6 +139,13 @@ void req_complete(Request *r)
         req_release(r);
         return;
     }
+    if (r == g.blocking_recv && !g.threads) {
+        /* the reused MPI_Recv request: only our own spin loop waits on it,
+         * with no callback and no wait-sync, so a plain store completes it
+         * (ompi_request_complete's atomic exchange is on the latency path) */
+        r->ompi.req_complete = REQUEST_COMPLETED;
+        return;
+    }
     /* last action: the completion callback may free the request */
     ompi_request_complete(&r->ompi, true);
 }
@@ -244,11 +251,16 @@ Unexpected *unex_alloc()
     u->data_len = 0;
     u->rkey_len = 0;
     u->slot = -1;
+    u->credit_due = false;
     return u;
 }
 
 void unex_release(Unexpected *u)
 {
+    if (u->credit_due) {  /* matched on arrival: account it off the latency path */
+        u->credit_due = false;
+        credit_consumed(u->credit_src, u->credit_piggy);
+    }
     if (u->slot >= 0) {  /* matched and copied: the mailbox slot may earn its credit back */
         int32_t slot = u->slot;
         u->slot = -1;

@@ -47,10 +47,12 @@ struct Endpoint {
 };
 
 /* comm->c_pml_comm */
+struct Endpoint;
 struct CommState {
     rdrp_match_queue_t  *mq;
     ompi_communicator_t *comm;
     int                  size;  /* remote group size (intra: the communicator size) */
+    Endpoint           **eps;   /* endpoint per destination rank, filled on first use */
 };
 
 /* Handle table: wire ids are (generation << 32 | index), so a stale or
@@ -140,6 +142,10 @@ struct Unexpected {
     uint16_t rkey_len;
     uint64_t raddr, region_id;
     int32_t  slot;           /* credit mailbox slot holding the payload, or -1 */
+    bool     credit_due;     /* gated eager packet not yet accounted in the credit
+                                engine (see credit_consumed) */
+    uint32_t credit_src;     /* ... its sender's vpid and piggybacked credits */
+    uint32_t credit_piggy;
     char     rkey[RDRP_MAX_RKEY];
 };
 #define RDRP_ITEM_MATCHED 0x1u  /* match.flags: matched during rdrp_match_arrive */
@@ -229,6 +235,8 @@ ucs_status_t am_ack_cb(void *arg, const void *hdr, size_t hlen, void *data, size
 int  recv_start(Request *r);
 void deliver(Unexpected *u, Request *r);
 void arrival(CommState *cs, Unexpected *u);
+ucs_status_t am_eager_packed_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                                const ucp_am_recv_param_t *param);
 ucs_status_t am_eager_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                          const ucp_am_recv_param_t *param);
 ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,

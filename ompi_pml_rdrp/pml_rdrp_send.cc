@@ -99,8 +99,10 @@ static int send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy)
     p.user_data = r;
     p.flags = UCP_AM_SEND_FLAG_EAGER;
     ++stats.eager_sent;
-    return track(r, ucp_am_send_nbx(r->ep->ep, RDRP_AM_EAGER, h, sizeof(*h), r->data, r->packed, &p),
-                 "eager send");
+    int rc = track(r, ucp_am_send_nbx(r->ep->ep, RDRP_AM_EAGER, h, sizeof(*h), r->data, r->packed, &p),
+                   "eager send");
+    credit_settle_if_due();
+    return rc;
 }
 
 /* The rdrp protocol's data path for this message: the peer's, except that
@@ -430,12 +432,14 @@ extern "C" int mca_pml_rdrp_isend(const void *buf, size_t count, ompi_datatype_t
 }
 
 /* Blocking standard send of a small contiguous message: no request object,
- * the header lives on this stack frame until UCX is done with it. */
+ * the header (and, for small payloads, a packed copy of header + payload)
+ * lives on this stack frame until UCX is done with it. */
 static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt, int dst, int tag,
                               ompi_communicator_t *comm, int *rc)
 {
     ucs_status_ptr_t sp;
     rdrp_eager_hdr_t h;
+    alignas(8) char packed[sizeof(h) + RDRP_EAGER_PACKED_MAX];
     {
         Guard guard;
         size_t dsize;
@@ -467,7 +471,19 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
         p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
         p.flags = UCP_AM_SEND_FLAG_EAGER;
         ++stats.eager_sent;
-        sp = ucp_am_send_nbx(ep->ep, RDRP_AM_EAGER, &h, sizeof(h), data, len, &p);
+        if (len <= RDRP_EAGER_PACKED_MAX) {
+            /* header and payload in one buffer: UCX copies it out before
+             * returning (short message) or keeps using it (then we wait
+             * below, so the stack frame outlives the send) */
+            std::memcpy(packed, &h, sizeof(h));
+            std::memcpy(packed + sizeof(h), data, len);
+            sp = ucp_am_send_nbx(ep->ep, RDRP_AM_EAGER_PACKED, nullptr, 0, packed,
+                                 sizeof(h) + len, &p);
+        } else {
+            sp = ucp_am_send_nbx(ep->ep, RDRP_AM_EAGER, &h, sizeof(h), data, len, &p);
+        }
+        /* the message is on its way: now there is time for credit accounting */
+        credit_settle_if_due();
         if (OPAL_LIKELY(sp == nullptr)) {
             *rc = OMPI_SUCCESS;
             return true;

@@ -20,6 +20,9 @@ enum rdrp_am_id {
     RDRP_AM_RTR   = 6,  /* receiver -> sender (put protocol): where to PUT, and the poll value */
     RDRP_AM_PFIN  = 7,  /* sender -> receiver (put protocol): data is in, the poll byte could not tell */
     RDRP_AM_CREDIT = 8, /* flow control: credit packet, compulsory return request/response */
+    RDRP_AM_EAGER_PACKED = 9, /* small eager: rdrp_eager_hdr_t + payload in one contiguous
+                                 UCX payload (no AM user header: UCX then sends it with a
+                                 plain short active message instead of the iov path) */
     RDRP_AM_COUNT
 };
 
@@ -41,6 +44,10 @@ typedef struct rdrp_eager_hdr {
     uint32_t src_vpid;  /* sender's process index, for flow control */
     uint64_t sreq;      /* sender request id (only meaningful with RDRP_FLAG_SYNC) */
 } rdrp_eager_hdr_t;
+
+/* Largest payload sent as RDRP_AM_EAGER_PACKED: copying it next to the
+ * header on the stack is cheaper than UCX's header + payload iov path. */
+#define RDRP_EAGER_PACKED_MAX 512
 
 #define RDRP_MAX_RKEY 512
 
