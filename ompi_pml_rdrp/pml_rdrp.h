@@ -18,8 +18,8 @@
 
 BEGIN_C_DECLS
 
-/* pml_rdrp_data_path */
-enum { RDRP_PATH_AUTO = 0, RDRP_PATH_RMA = 1, RDRP_PATH_AM = 2 };
+/* pml_rdrp_data_path: RDRP_PATH_* (pml_rdrp_wire.h, also a wire value) */
+#include "pml_rdrp_wire.h"
 /* pml_rdrp_rndv_protocol */
 enum { RDRP_RNDV_AUTO = 0, RDRP_RNDV_RDRP = 1, RDRP_RNDV_GET = 2, RDRP_RNDV_PUT = 3 };
 

@@ -23,6 +23,7 @@ struct CreditState {
     uint32_t self = 0;
 };
 CreditState cs;
+wire::CreditLimits limits = {false, 0, 0};  /* what gated packets may claim here */
 
 struct DeferredPacket { uint32_t src, piggy; };
 constexpr unsigned kMaxDeferred = 64;
@@ -106,6 +107,7 @@ bool credit_init(uint32_t npeers, uint32_t self)
     }
     cs.npeers = npeers;
     cs.self = self;
+    limits = wire::CreditLimits{true, cs.slot_size, npeers};
     stats.mailbox_slots = cfg.slots;
     RDRP_VERBOSE(2, "credits: %s mode, %u slots of %zu bytes for %u peers, %u credit slots",
                  credit::mode_name(cfg.mode), cfg.slots, cs.slot_size, npeers, cfg.credit_slots);
@@ -115,6 +117,7 @@ bool credit_init(uint32_t npeers, uint32_t self)
 void credit_fini()
 {
     credit_deferred_count = 0;
+    limits = wire::CreditLimits{false, 0, 0};
     cs.ep.reset();
     free(cs.mailbox);
     cs.mailbox = nullptr;
@@ -122,7 +125,7 @@ void credit_fini()
 
 unsigned credit_deferred_count = 0;
 
-bool credit_src_valid(uint32_t src) { return src < cs.npeers; }
+const wire::CreditLimits &credit_limits() { return limits; }
 
 void credit_consumed(uint32_t src, uint32_t piggy)
 {

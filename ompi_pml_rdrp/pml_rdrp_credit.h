@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "pml_rdrp_wire_check.h"
+
 namespace rdrp {
 
 bool credit_enabled();
@@ -37,8 +39,8 @@ void credit_slot_free(int32_t slot);
 /* A credit-protocol control packet arrived (AM RDRP_AM_CREDIT). */
 void credit_control(uint32_t src, uint8_t kind, uint32_t credits);
 
-/* A sender index the engine knows (checked on arrival, before any copy). */
-bool credit_src_valid(uint32_t src);
+/* What a gated packet may claim here (wire::check_gated). */
+const wire::CreditLimits &credit_limits();
 
 /* Deferred accounting.  A gated eager packet that meets its receive on
  * arrival never needs mailbox memory: its engine work (take a slot, read

@@ -61,9 +61,9 @@ static void on_match(void *ctx, rdrp_match_item_t *arrival, rdrp_match_item_t *r
  * (its payload is already ours). */
 void arrival(CommState *cs, Unexpected *u)
 {
-    if (OPAL_UNLIKELY(u->match.src < 0 || u->match.src >= cs->size)) {
+    if (const char *why = wire::check_source(u->match.src, cs->size)) {
         unex_release(u);
-        bad_header("source rank out of range", static_cast<uint64_t>(u->match.src));
+        bad_header(why, static_cast<uint64_t>(u->match.src));
         return;
     }
     rdrp_match_arrive(cs->mq, &u->match, on_match, nullptr);
@@ -106,9 +106,9 @@ static void handle_arrival(const rdrp_match_hdr_t &m, Unexpected *u)
         g.pending_cid[m.cid].push_back(u);
         return;
     }
-    if (OPAL_UNLIKELY(m.src < 0 || m.src >= cs->size)) {
+    if (const char *why = wire::check_source(m.src, cs->size)) {
         unex_release(u);
-        bad_header("source rank out of range", static_cast<uint64_t>(m.src));
+        bad_header(why, static_cast<uint64_t>(m.src));
         return;
     }
     /* When matched, deliver() released u to the pool, which keeps the
@@ -120,15 +120,12 @@ static void handle_arrival(const rdrp_match_hdr_t &m, Unexpected *u)
     }
 }
 
-/* Both eager forms: h is the validated header, data/len the payload. */
+/* Both eager forms: h is the header (its length already checked), data/len
+ * the payload. */
 static void eager_arrival(const rdrp_eager_hdr_t &h, void *data, size_t len)
 {
-    if (OPAL_UNLIKELY((h.flags & RDRP_FLAG_CREDIT) && (!credit_enabled() || len > credit_slot_size()))) {
-        bad_header("credit-gated eager message that this process cannot hold", len);
-        return;
-    }
-    if (OPAL_UNLIKELY((h.flags & RDRP_FLAG_CREDIT) && !credit_src_valid(h.src_vpid))) {
-        bad_header("flow-control source out of range", h.src_vpid);
+    if (const char *why = wire::check_gated(h.flags, h.src_vpid, len, credit_limits())) {
+        bad_header(why, len);
         return;
     }
     Unexpected *u = unex_alloc();
@@ -169,9 +166,8 @@ ucs_status_t am_eager_packed_cb(void *arg, const void *hdr, size_t hlen, void *d
 {
     (void)arg; (void)hdr; (void)param;
     Guard guard;
-    if (OPAL_UNLIKELY(hlen != 0 || len < sizeof(rdrp_eager_hdr_t) ||
-                      len - sizeof(rdrp_eager_hdr_t) > RDRP_EAGER_PACKED_MAX)) {
-        bad_header("packed eager message length", len);
+    if (const char *why = wire::check_packed_length(hlen, len)) {
+        bad_header(why, len);
         return UCS_OK;
     }
     rdrp_eager_hdr_t h;
@@ -191,19 +187,8 @@ ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size
     }
     rdrp_rts_hdr_t h;
     std::memcpy(&h, hdr, sizeof(h));
-    bool needs_rkey = h.proto == RDRP_PROTO_GET ||
-                      (h.proto == RDRP_PROTO_RDRP && h.path == RDRP_PATH_RMA);
-    if (OPAL_UNLIKELY(h.rkey_len > RDRP_MAX_RKEY || hlen != sizeof(h) + h.rkey_len ||
-                      h.first_len != len || h.first_len > h.total_len ||
-                      (h.total_len == 0 && h.proto != RDRP_PROTO_RDRP) ||
-                      ((h.flags & RDRP_FLAG_CREDIT) &&
-                       (!credit_enabled() || h.first_len > credit_slot_size())) ||
-                      h.proto > RDRP_PROTO_PUT ||
-                      (h.proto == RDRP_PROTO_RDRP && h.path != RDRP_PATH_RMA &&
-                       h.path != RDRP_PATH_AM) ||
-                      (h.proto != RDRP_PROTO_RDRP && h.first_len != 0) ||
-                      (needs_rkey && h.rkey_len == 0))) {
-        bad_header("malformed RTS", h.rkey_len);
+    if (const char *why = wire::check_rts(h, hlen, len, credit_limits())) {
+        bad_header(why, h.rkey_len);
         return UCS_OK;
     }
     Unexpected *u = unex_alloc();

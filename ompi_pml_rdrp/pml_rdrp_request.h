@@ -25,6 +25,7 @@ extern "C" {
 #include <vector>
 
 #include "pml_rdrp_wire.h"
+#include "pml_rdrp_wire_check.h"
 #include "rdrp_match.h"
 #include "rdrp_ucx.h"
 

@@ -308,10 +308,12 @@ ucs_status_t am_rtr_cb(void *arg, const void *hdr, size_t hlen, void *data, size
     rdrp_rtr_hdr_t h;
     std::memcpy(&h, hdr, sizeof(h));
     Request *r = static_cast<Request *>(g.ids.get(h.sreq));
-    if (!r || r->kind != REQ_SEND || !r->rndv || r->rndv_done || r->proto != RDRP_PROTO_PUT ||
-        h.want_len > r->packed || h.rkey_len > RDRP_MAX_RKEY || hlen != sizeof(h) + h.rkey_len ||
-        (h.want_len > 0 && h.rkey_len == 0)) {
+    if (!r || r->kind != REQ_SEND || !r->rndv || r->rndv_done || r->proto != RDRP_PROTO_PUT) {
         bad_header("RTR for an unknown send", h.sreq);
+        return UCS_OK;
+    }
+    if (const char *why = wire::check_rtr(h, hlen, r->packed)) {
+        bad_header(why, h.want_len);
         return UCS_OK;
     }
     r->want = h.want_len;

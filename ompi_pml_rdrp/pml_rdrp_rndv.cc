@@ -259,8 +259,8 @@ ucs_status_t am_cts_cb(void *arg, const void *hdr, size_t hlen, void *data, size
     std::memcpy(&h, hdr, sizeof(h));
     Request *r = sender_of(h.sreq, "CTS for an unknown send");
     if (!r) return UCS_OK;
-    if (h.want_len > r->packed || h.window == 0 || h.chunk_size == 0) {
-        bad_header("CTS asks for more than the message", h.want_len);
+    if (const char *why = wire::check_cts(h, r->packed)) {
+        bad_header(why, h.want_len);
         return UCS_OK;
     }
     r->want = h.want_len;
@@ -286,7 +286,7 @@ ucs_status_t am_chunk_cb(void *arg, const void *hdr, size_t hlen, void *data, si
     std::memcpy(&h, hdr, sizeof(h));
     Request *r = static_cast<Request *>(g.ids.get(h.rreq));
     if (!r || r->kind != REQ_RECV || r->pml_done || r->sreq != h.sreq ||
-        h.offset < r->first_len || h.offset > r->want || len > r->want - h.offset) {
+        wire::check_chunk(h.offset, len, r->first_len, r->want)) {
         bad_header("chunk outside any pending receive", h.offset);
         return UCS_OK;
     }

@@ -1,0 +1,117 @@
+/*
+ * pml/rdrp: validation of wire headers, as pure functions of the header and
+ * of the local facts it is checked against.  Every handler runs its check
+ * before it reads or writes any memory the header names; a non-null result
+ * is the reason for rejecting the message (the handler then aborts the job
+ * with it).  Kept free of Open MPI and UCX types so that the unit tests
+ * (test/unit/test_wire.cc) can feed them forged and random headers.
+ */
+#ifndef PML_RDRP_WIRE_CHECK_H
+#define PML_RDRP_WIRE_CHECK_H
+
+#include <cstddef>
+#include <cstdint>
+
+#include "pml_rdrp_wire.h"
+
+namespace rdrp {
+namespace wire {
+
+/* What the receiving process can hold in one credit mailbox slot. */
+struct CreditLimits {
+    bool     enabled;    /* credits on in this process */
+    size_t   slot_size;  /* payload bytes one mailbox slot holds */
+    uint32_t npeers;     /* valid flow-control source indices: [0, npeers) */
+};
+
+/* Payload of a gated packet must fit one slot, from a known sender. */
+inline const char *check_gated(uint16_t flags, uint32_t src_vpid, uint64_t payload,
+                               const CreditLimits &c)
+{
+    if (!(flags & RDRP_FLAG_CREDIT)) return nullptr;
+    if (!c.enabled) return "credit-gated message to a process without credits";
+    if (payload > c.slot_size) return "credit-gated payload larger than a mailbox slot";
+    if (src_vpid >= c.npeers) return "flow-control source out of range";
+    return nullptr;
+}
+
+/* RDRP_AM_EAGER: header as AM user header, payload as AM data. */
+inline const char *check_eager(size_t hlen, const rdrp_eager_hdr_t &h, size_t len,
+                               const CreditLimits &c)
+{
+    if (hlen != sizeof(rdrp_eager_hdr_t)) return "eager header length";
+    return check_gated(h.flags, h.src_vpid, len, c);
+}
+
+/* RDRP_AM_EAGER_PACKED: no AM user header; the data starts with the header.
+ * Call before reading the header out of the data. */
+inline const char *check_packed_length(size_t hlen, size_t len)
+{
+    if (hlen != 0 || len < sizeof(rdrp_eager_hdr_t)) return "packed eager message length";
+    if (len - sizeof(rdrp_eager_hdr_t) > RDRP_EAGER_PACKED_MAX)
+        return "packed eager payload above its limit";
+    return nullptr;
+}
+
+/* RDRP_AM_RTS: header + rkey_len bytes of rkey as AM user header, the first
+ * chunk as AM data of len bytes.  Call with hlen >= sizeof(rdrp_rts_hdr_t). */
+inline const char *check_rts(const rdrp_rts_hdr_t &h, size_t hlen, size_t len,
+                             const CreditLimits &c)
+{
+    if (hlen < sizeof(rdrp_rts_hdr_t)) return "RTS header length";
+    if (h.rkey_len > RDRP_MAX_RKEY) return "RTS rkey too long";
+    if (hlen != sizeof(rdrp_rts_hdr_t) + h.rkey_len) return "RTS length differs from its rkey length";
+    if (h.proto > RDRP_PROTO_PUT) return "RTS names an unknown protocol";
+    if (h.first_len != len) return "RTS first chunk length differs from its data";
+    if (h.first_len > h.total_len) return "RTS first chunk larger than the message";
+    if (h.proto == RDRP_PROTO_RDRP) {
+        if (h.path != RDRP_PATH_RMA && h.path != RDRP_PATH_AM) return "RTS names an unknown data path";
+    } else {
+        if (h.first_len != 0) return "get/put RTS carries data";
+        if (h.total_len == 0) return "empty get/put rendezvous";
+    }
+    bool needs_rkey = h.proto == RDRP_PROTO_GET ||
+                      (h.proto == RDRP_PROTO_RDRP && h.path == RDRP_PATH_RMA);
+    if (needs_rkey && h.rkey_len == 0) return "RTS without the rkey its protocol needs";
+    return check_gated(h.flags, h.src_vpid, h.first_len, c);
+}
+
+/* RDRP_AM_CTS at the sender of a message of `packed` bytes. */
+inline const char *check_cts(const rdrp_cts_hdr_t &h, uint64_t packed)
+{
+    if (h.want_len > packed) return "CTS asks for more than the message";
+    if (h.window == 0 || h.chunk_size == 0) return "CTS with an empty window or chunk";
+    return nullptr;
+}
+
+/* RDRP_AM_CHUNK at a receive that takes bytes [first_len, want): the chunk
+ * [offset, offset + len) must lie inside (written without overflow for any
+ * 64-bit values). */
+inline const char *check_chunk(uint64_t offset, uint64_t len, uint64_t first_len, uint64_t want)
+{
+    if (offset < first_len || offset > want || len > want - offset)
+        return "chunk outside any pending receive";
+    return nullptr;
+}
+
+/* RDRP_AM_RTR at the sender of a put-protocol message of `packed` bytes.
+ * Call with hlen >= sizeof(rdrp_rtr_hdr_t). */
+inline const char *check_rtr(const rdrp_rtr_hdr_t &h, size_t hlen, uint64_t packed)
+{
+    if (hlen < sizeof(rdrp_rtr_hdr_t)) return "RTR header length";
+    if (h.rkey_len > RDRP_MAX_RKEY || hlen != sizeof(rdrp_rtr_hdr_t) + h.rkey_len)
+        return "RTR length differs from its rkey length";
+    if (h.want_len > packed) return "RTR asks for more than the message";
+    if (h.want_len > 0 && h.rkey_len == 0) return "RTR without an rkey";
+    return nullptr;
+}
+
+/* A match header's source rank against the communicator's (remote) size. */
+inline const char *check_source(int32_t src, int size)
+{
+    return (src < 0 || src >= size) ? "source rank out of range" : nullptr;
+}
+
+}  // namespace wire
+}  // namespace rdrp
+#endif

@@ -1,0 +1,218 @@
+// Wire-header validation of pml/rdrp (ompi_pml_rdrp/pml_rdrp_wire_check.h):
+// forged headers are rejected, well-formed ones accepted, and for random
+// headers every accepted one is safe to act on (the property the handlers
+// rely on before touching memory).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "pml_rdrp_wire_check.h"
+
+using namespace rdrp::wire;
+
+namespace {
+
+const CreditLimits kCredits{true, 8192, 4};
+const CreditLimits kNoCredits{false, 0, 0};
+
+rdrp_rts_hdr_t good_rts(uint8_t proto, uint8_t path, uint16_t rkey_len, uint64_t total,
+                        uint64_t first)
+{
+    rdrp_rts_hdr_t h;
+    std::memset(&h, 0, sizeof(h));
+    h.proto = proto;
+    h.path = path;
+    h.rkey_len = rkey_len;
+    h.total_len = total;
+    h.first_len = first;
+    return h;
+}
+
+}  // namespace
+
+TEST(WireCheck, EagerLengthAndCredits)
+{
+    rdrp_eager_hdr_t h;
+    std::memset(&h, 0, sizeof(h));
+    EXPECT_EQ(check_eager(sizeof(h), h, 100, kCredits), nullptr);
+    EXPECT_NE(check_eager(sizeof(h) - 1, h, 100, kCredits), nullptr);
+    EXPECT_NE(check_eager(sizeof(h) + 8, h, 100, kCredits), nullptr);
+    h.flags = RDRP_FLAG_CREDIT;
+    h.src_vpid = 3;
+    EXPECT_EQ(check_eager(sizeof(h), h, 8192, kCredits), nullptr);
+    EXPECT_NE(check_eager(sizeof(h), h, 8193, kCredits), nullptr) << "payload beyond a slot";
+    EXPECT_NE(check_eager(sizeof(h), h, 10, kNoCredits), nullptr) << "gated, but no credits here";
+    h.src_vpid = 4;
+    EXPECT_NE(check_eager(sizeof(h), h, 10, kCredits), nullptr) << "unknown flow-control source";
+    h.src_vpid = std::numeric_limits<uint32_t>::max();
+    EXPECT_NE(check_eager(sizeof(h), h, 10, kCredits), nullptr);
+}
+
+TEST(WireCheck, PackedEagerLength)
+{
+    const size_t hs = sizeof(rdrp_eager_hdr_t);
+    EXPECT_EQ(check_packed_length(0, hs), nullptr) << "zero-byte message";
+    EXPECT_EQ(check_packed_length(0, hs + RDRP_EAGER_PACKED_MAX), nullptr);
+    EXPECT_NE(check_packed_length(0, hs + RDRP_EAGER_PACKED_MAX + 1), nullptr);
+    EXPECT_NE(check_packed_length(0, hs - 1), nullptr) << "shorter than its header";
+    EXPECT_NE(check_packed_length(0, 0), nullptr);
+    EXPECT_NE(check_packed_length(8, hs + 8), nullptr) << "unexpected AM user header";
+}
+
+TEST(WireCheck, RtsWellFormed)
+{
+    auto h = good_rts(RDRP_PROTO_RDRP, RDRP_PATH_AM, 0, 1 << 20, 8192);
+    EXPECT_EQ(check_rts(h, sizeof(h), 8192, kCredits), nullptr);
+    h = good_rts(RDRP_PROTO_RDRP, RDRP_PATH_RMA, 40, 1 << 20, 0);
+    EXPECT_EQ(check_rts(h, sizeof(h) + 40, 0, kCredits), nullptr);
+    h = good_rts(RDRP_PROTO_GET, 0, 40, 1 << 20, 0);
+    EXPECT_EQ(check_rts(h, sizeof(h) + 40, 0, kCredits), nullptr);
+    h = good_rts(RDRP_PROTO_PUT, 0, 0, 1 << 20, 0);
+    EXPECT_EQ(check_rts(h, sizeof(h), 0, kCredits), nullptr);
+    h = good_rts(RDRP_PROTO_RDRP, RDRP_PATH_AM, 0, 0, 0);  // zero-byte synchronous rendezvous
+    EXPECT_EQ(check_rts(h, sizeof(h), 0, kCredits), nullptr);
+}
+
+TEST(WireCheck, RtsForged)
+{
+    auto base = good_rts(RDRP_PROTO_RDRP, RDRP_PATH_RMA, 40, 1 << 20, 100);
+    const size_t hl = sizeof(base) + 40;
+    ASSERT_EQ(check_rts(base, hl, 100, kCredits), nullptr);
+
+    auto h = base;
+    EXPECT_NE(check_rts(h, sizeof(h) - 1, 100, kCredits), nullptr) << "short header";
+    EXPECT_NE(check_rts(h, hl + 1, 100, kCredits), nullptr) << "length disagrees with rkey_len";
+    EXPECT_NE(check_rts(h, hl, 101, kCredits), nullptr) << "first_len disagrees with the data";
+    h.rkey_len = RDRP_MAX_RKEY + 1;
+    EXPECT_NE(check_rts(h, sizeof(h) + h.rkey_len, 100, kCredits), nullptr) << "rkey too long";
+    h = base;
+    h.first_len = h.total_len + 1;
+    EXPECT_NE(check_rts(h, hl, h.first_len, kCredits), nullptr) << "first chunk beyond the message";
+    h = base;
+    h.proto = 3;
+    EXPECT_NE(check_rts(h, hl, 100, kCredits), nullptr) << "unknown protocol";
+    h = base;
+    h.path = 0;
+    EXPECT_NE(check_rts(h, hl, 100, kCredits), nullptr) << "unknown data path";
+    h = base;
+    h.rkey_len = 0;
+    EXPECT_NE(check_rts(h, sizeof(h), 100, kCredits), nullptr) << "rma path without rkey";
+    h = good_rts(RDRP_PROTO_GET, 0, 0, 1 << 20, 0);
+    EXPECT_NE(check_rts(h, sizeof(h), 0, kCredits), nullptr) << "get without rkey";
+    h = good_rts(RDRP_PROTO_GET, 0, 40, 1 << 20, 10);
+    EXPECT_NE(check_rts(h, sizeof(h) + 40, 10, kCredits), nullptr) << "get RTS with data";
+    h = good_rts(RDRP_PROTO_PUT, 0, 0, 0, 0);
+    EXPECT_NE(check_rts(h, sizeof(h), 0, kCredits), nullptr) << "empty put";
+    h = base;
+    h.flags = RDRP_FLAG_CREDIT;
+    h.src_vpid = 1;
+    EXPECT_EQ(check_rts(h, hl, 100, kCredits), nullptr);
+    EXPECT_NE(check_rts(h, hl, 100, kNoCredits), nullptr) << "gated RTS without credits";
+    h.src_vpid = 9;
+    EXPECT_NE(check_rts(h, hl, 100, kCredits), nullptr) << "gated RTS from an unknown source";
+}
+
+TEST(WireCheck, CtsAndRtr)
+{
+    rdrp_cts_hdr_t c;
+    std::memset(&c, 0, sizeof(c));
+    c.want_len = 1000;
+    c.window = 4;
+    c.chunk_size = 512;
+    EXPECT_EQ(check_cts(c, 1000), nullptr);
+    EXPECT_NE(check_cts(c, 999), nullptr);
+    c.window = 0;
+    EXPECT_NE(check_cts(c, 1000), nullptr);
+    c.window = 4;
+    c.chunk_size = 0;
+    EXPECT_NE(check_cts(c, 1000), nullptr);
+
+    rdrp_rtr_hdr_t r;
+    std::memset(&r, 0, sizeof(r));
+    r.want_len = 1000;
+    r.rkey_len = 32;
+    EXPECT_EQ(check_rtr(r, sizeof(r) + 32, 1000), nullptr);
+    EXPECT_NE(check_rtr(r, sizeof(r) + 31, 1000), nullptr);
+    EXPECT_NE(check_rtr(r, sizeof(r) - 1, 1000), nullptr);
+    EXPECT_NE(check_rtr(r, sizeof(r) + 32, 999), nullptr);
+    r.rkey_len = 0;
+    EXPECT_NE(check_rtr(r, sizeof(r), 1000), nullptr) << "data to put but no rkey";
+    r.want_len = 0;
+    EXPECT_EQ(check_rtr(r, sizeof(r), 1000), nullptr) << "truncated to nothing: no rkey needed";
+    r.rkey_len = RDRP_MAX_RKEY + 1;
+    EXPECT_NE(check_rtr(r, sizeof(r) + r.rkey_len, 1000), nullptr);
+}
+
+TEST(WireCheck, ChunkBoundsWithoutOverflow)
+{
+    EXPECT_EQ(check_chunk(100, 900, 100, 1000), nullptr);
+    EXPECT_EQ(check_chunk(1000, 0, 100, 1000), nullptr);
+    EXPECT_NE(check_chunk(99, 1, 100, 1000), nullptr) << "inside the first chunk";
+    EXPECT_NE(check_chunk(100, 901, 100, 1000), nullptr) << "past the end";
+    EXPECT_NE(check_chunk(1001, 0, 100, 1000), nullptr);
+    const uint64_t big = std::numeric_limits<uint64_t>::max();
+    EXPECT_NE(check_chunk(500, big, 100, 1000), nullptr) << "offset + len wraps";
+    EXPECT_NE(check_chunk(big, 2, 100, 1000), nullptr);
+}
+
+TEST(WireCheck, SourceRank)
+{
+    EXPECT_EQ(check_source(0, 4), nullptr);
+    EXPECT_EQ(check_source(3, 4), nullptr);
+    EXPECT_NE(check_source(4, 4), nullptr);
+    EXPECT_NE(check_source(-1, 4), nullptr);
+    EXPECT_NE(check_source(std::numeric_limits<int32_t>::min(), 4), nullptr);
+}
+
+// Property: for random headers (biased towards the boundaries), whatever
+// the checks accept is safe for the handlers to act on.
+TEST(WireCheck, RandomHeadersAcceptedOnlyIfSafe)
+{
+    std::mt19937_64 rng(20261122);
+    auto pick = [&](uint64_t limit) -> uint64_t {
+        switch (rng() % 4) {
+        case 0: return rng() % (limit + 2);
+        case 1: return limit + (rng() % 3) - 1;
+        case 2: return rng();
+        default: return rng() % 3;
+        }
+    };
+    int accepted_rts = 0, accepted_chunks = 0;
+    for (int i = 0; i < 200000; ++i) {
+        rdrp_rts_hdr_t h;
+        std::memset(&h, 0, sizeof(h));
+        h.proto = static_cast<uint8_t>(rng() % 5);
+        h.path = static_cast<uint8_t>(rng() % 4);
+        h.rkey_len = static_cast<uint16_t>(pick(RDRP_MAX_RKEY));
+        h.total_len = pick(1 << 20);
+        h.first_len = pick(8192);
+        h.flags = static_cast<uint16_t>(rng() % 4);
+        h.src_vpid = static_cast<uint32_t>(pick(4));
+        size_t hlen = sizeof(h) + static_cast<size_t>(pick(RDRP_MAX_RKEY));
+        size_t len = static_cast<size_t>(rng() % 2 ? h.first_len : pick(8192));
+        if (check_rts(h, hlen, len, kCredits) == nullptr) {
+            ++accepted_rts;
+            ASSERT_LE(h.rkey_len, RDRP_MAX_RKEY);
+            ASSERT_EQ(hlen, sizeof(h) + h.rkey_len);  // the rkey copy stays inside the header
+            ASSERT_EQ(h.first_len, len);
+            ASSERT_LE(h.first_len, h.total_len);       // first chunk fits the message
+            ASSERT_LE(h.proto, RDRP_PROTO_PUT);
+            if (h.flags & RDRP_FLAG_CREDIT) {
+                ASSERT_LE(h.first_len, kCredits.slot_size);  // fits its mailbox slot
+                ASSERT_LT(h.src_vpid, kCredits.npeers);
+            }
+        }
+        uint64_t first = pick(8192), want = pick(1 << 20), off = pick(want), clen = pick(want);
+        if (check_chunk(off, clen, first, want) == nullptr) {
+            ++accepted_chunks;
+            ASSERT_GE(off, first);
+            ASSERT_LE(off, want);
+            ASSERT_LE(clen, want - off);  // [off, off + clen) inside [first, want)
+        }
+    }
+    // the generator reaches both sides of every check
+    EXPECT_GT(accepted_rts, 100);
+    EXPECT_GT(accepted_chunks, 1000);
+}
