@@ -78,9 +78,15 @@ static int rdrp_register(void)
     p->verbose = 0;
     reg_int("verbose", "Verbosity of pml/rdrp (0: errors only, 10: protocol decisions, 50: every message)",
             &p->verbose, OPAL_INFO_LVL_5);
-    reg_size("eager_limit",
-             "Largest message (in bytes of packed payload) sent eagerly in one active message; larger ones use rendezvous",
-             &eager_limit);
+    int eager_idx = mca_base_component_var_register(
+        &mca_pml_rdrp_component.pmlm_version, "eager_limit",
+        "Largest message (in bytes of packed payload) sent eagerly in one active message; larger ones use "
+        "rendezvous (synonym: pml_rdrp_rndv_threshold)",
+        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_4,
+        MCA_BASE_VAR_SCOPE_READONLY, &eager_limit);
+    /* the rendezvous threshold is the eager limit: one setting, two names */
+    if (eager_idx >= 0)
+        (void)mca_base_var_register_synonym(eager_idx, "ompi", "pml", "rdrp", "rndv_threshold", 0);
     reg_size("rndv_first_chunk",
              "Payload bytes carried by the rendezvous RTS (the first chunk), delivered without waiting for the pull",
              &first_chunk);
