@@ -16,12 +16,12 @@ static void send_ack(CommState *cs, int src, uint64_t sreq)
 }
 
 /* Set the status of a matched receive; returns the bytes it will take. */
-static size_t set_status(Request *r, Unexpected *u)
+static inline size_t set_status(Request *r, int src, int tag, size_t total)
 {
-    r->ompi.req_status.MPI_SOURCE = u->match.src;
-    r->ompi.req_status.MPI_TAG = u->match.tag;
-    size_t take = u->total;
-    if (u->total > r->packed) {
+    r->ompi.req_status.MPI_SOURCE = src;
+    r->ompi.req_status.MPI_TAG = tag;
+    size_t take = total;
+    if (total > r->packed) {
         take = r->packed;
         r->ompi.req_status.MPI_ERROR = MPI_ERR_TRUNCATE;
     } else {
@@ -34,7 +34,7 @@ static size_t set_status(Request *r, Unexpected *u)
 /* A matched (arrival, receive) pair: move the data or start the pull. */
 void deliver(Unexpected *u, Request *r)
 {
-    size_t take = set_status(r, u);
+    size_t take = set_status(r, u->match.src, u->match.tag, u->total);
     if (u->type == RDRP_AM_EAGER) {
         req_unpack(r, 0, u->data, take);
         if (u->flags & RDRP_FLAG_SYNC) {
@@ -127,6 +127,22 @@ static void eager_arrival(const rdrp_eager_hdr_t &h, void *data, size_t len)
     if (const char *why = wire::check_gated(h.flags, h.src_vpid, len, credit_limits())) {
         bad_header(why, len);
         return;
+    }
+    /* Fast path: the next message in order from its sender, and a posted
+     * receive takes it: deliver straight from the transport's buffer, with
+     * no descriptor and no mailbox slot. */
+    if (CommState *cs = comm_state(h.m.cid)) {
+        if (wire::check_source(h.m.src, cs->size) == nullptr) {
+            if (rdrp_match_item_t *hit = rdrp_match_arrive_posted(cs->mq, h.m.src, h.m.tag, h.m.seq)) {
+                Request *r = container_of(hit, &Request::match);
+                size_t take = set_status(r, h.m.src, h.m.tag, len);
+                req_unpack(r, 0, data, take);
+                if (h.flags & RDRP_FLAG_SYNC) send_ack(cs, h.m.src, h.sreq);
+                if (h.flags & RDRP_FLAG_CREDIT) credit_consumed(h.src_vpid, h.credits);
+                req_complete(r);
+                return;
+            }
+        }
     }
     Unexpected *u = unex_alloc();
     if (!u) mca_pml_rdrp_fatal("send-failed", "out of memory", "");

@@ -332,6 +332,25 @@ int rdrp_match_arrive(rdrp_match_queue_t *q, rdrp_match_item_t *arrival,
     return matches;
 }
 
+rdrp_match_item_t *rdrp_match_arrive_posted(rdrp_match_queue_t *q, int32_t src, int32_t tag,
+                                            uint32_t seq)
+{
+    assert(valid_peer(q, src));
+    Peer &p = q->peers[src];
+    if (seq != p.expected_seq || p.held.head)
+        return nullptr;
+    Item probe;
+    probe.tag = tag;
+    Item *recv = find_posted(q, p, &probe);
+    if (!recv)
+        return nullptr;
+    unlink(posted_list_of(q, recv), recv);
+    --q->n_posted;
+    ++p.expected_seq;
+    ++q->next_match_order;  /* the order this arrival would have had */
+    return recv;
+}
+
 rdrp_match_item_t *rdrp_match_probe(rdrp_match_queue_t *q, int src, int tag, int remove)
 {
     assert(src == RDRP_ANY_SOURCE || valid_peer(q, src));

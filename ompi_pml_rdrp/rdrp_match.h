@@ -77,6 +77,15 @@ rdrp_match_item_t *rdrp_match_post(rdrp_match_queue_t *q, rdrp_match_item_t *rec
 int rdrp_match_arrive(rdrp_match_queue_t *q, rdrp_match_item_t *arrival,
                       rdrp_match_cb_t cb, void *ctx);
 
+/* Fast path for an arrival that may need no descriptor: if the message
+ * (src, tag, seq) is the next in order from src, nothing from src is held
+ * back, and a posted receive takes it, that receive is unlinked and
+ * returned and the message counts as matched (exactly what
+ * rdrp_match_arrive would have reported).  Otherwise NULL and nothing
+ * changed: hand the message to rdrp_match_arrive. */
+rdrp_match_item_t *rdrp_match_arrive_posted(rdrp_match_queue_t *q, int32_t src, int32_t tag,
+                                            uint32_t seq);
+
 /* Probe the unexpected queue for (src, tag) with wildcards.  remove != 0
  * unlinks the item (mprobe); 0 leaves it in place (probe).  NULL if none. */
 rdrp_match_item_t *rdrp_match_probe(rdrp_match_queue_t *q, int src, int tag, int remove);

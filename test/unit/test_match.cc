@@ -794,6 +794,27 @@ private:
         window_[src].pop_back();
         msg_arrived_[mid] = 1;
         cb_pairs_.clear();
+        /* half the arrivals try the descriptor-free fast path first: when it
+         * takes the message it must report exactly the model's single pair */
+        if (chance(50)) {
+            Item &m = msg_nodes_[mid];
+            const size_t held_before = rdrp_match_held_count(q_.get());
+            const size_t posted_before = rdrp_match_posted_count(q_.get());
+            rdrp_match_item_t *hit = rdrp_match_arrive_posted(q_.get(), m.src, m.tag, m.seq);
+            if (hit) {
+                const auto want = model_->arrive(mid);
+                const int rid = id_of(hit, recv_nodes_);
+                ASSERT_EQ(want.size(), 1u) << "fast path took msg " << mid << " but the model "
+                                           << "matches " << want.size() << " pairs";
+                ASSERT_EQ(want[0], std::make_pair(mid, rid)) << "fast path paired msg " << mid;
+                ASSERT_EQ(rdrp_match_posted_count(q_.get()), posted_before - 1);
+                consume(msg_used_, mid, "msg");
+                consume(recv_used_, rid, "recv");
+                return;
+            }
+            ASSERT_EQ(rdrp_match_held_count(q_.get()), held_before) << "fast path miss changed state";
+            ASSERT_EQ(rdrp_match_posted_count(q_.get()), posted_before) << "fast path miss changed state";
+        }
         const int n = rdrp_match_arrive(q_.get(), &msg_nodes_[mid], on_match, this);
         const auto want = model_->arrive(mid);
         ASSERT_EQ(cb_pairs_, want) << "arrive(msg " << mid << " src=" << src
