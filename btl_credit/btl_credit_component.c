@@ -298,11 +298,13 @@ static mca_btl_base_module_t **credit_init(int *num_btls, bool enable_progress_t
                                ? opal_btl_base_framework.framework_selection : "");
         return NULL;
     }
-#ifdef RDRP_HELP_DIR
-    opal_show_help_add_dir(RDRP_HELP_DIR);
-#endif
+    /* the source tree first: a stale installed copy must not shadow the
+     * topics of the build being run (a missing directory is skipped) */
 #ifdef BTL_CREDIT_SRC_HELP_DIR
     opal_show_help_add_dir(BTL_CREDIT_SRC_HELP_DIR);
+#endif
+#ifdef RDRP_HELP_DIR
+    opal_show_help_add_dir(RDRP_HELP_DIR);
 #endif
     mca_btl_credit_hooks_install();
     return mca_btl_credit_init_modules(num_btls, enable_progress_threads, enable_mpi_threads);
