@@ -404,9 +404,13 @@ SO_DIR=$(rdrp_so_dir)
 SO_SRC_ID0=$(so_id "$SO_SRC")
 SNAPPED=0
 uses_rdrp=0
-for c in "${SEL[@]}"; do [[ " $(cfg_args "$c") " == *" pml rdrp "* ]] && uses_rdrp=1; done
+for c in "${SEL[@]}"; do
+    a=" $(cfg_args "$c") "
+    [[ $a == *" pml rdrp "* || $a == *credit* || $a == *cdag* ]] && uses_rdrp=1
+done
+# every component of ours in that directory (pml/rdrp, btl/credit, coll/cdag)
 if (( SNAPSHOT && uses_rdrp )) && [[ -n $SO_DIR && ":$DEFAULT_CPATH:" != *":$SO_DIR:"* ]]; then
-    if mkdir -p "$OUT/component" && cp -p "$SO_SRC" "$OUT/component/mca_pml_rdrp.so"; then
+    if mkdir -p "$OUT/component" && cp -p "$SO_DIR"/mca_*.so "$OUT/component/"; then
         newpath=""
         IFS=: read -r -a cdirs <<< "${OMPI_MCA_mca_base_component_path:-$DEFAULT_CPATH}"
         for d in "${cdirs[@]}"; do
