@@ -1,0 +1,293 @@
+/*
+ * coll/cdag component: MCA parameters, MPI_T variables, start-up of the
+ * engine service (private UCX worker, optional engine thread) and the
+ * publication of its address.  The address must be in the modex before
+ * the start-up fence, so the service starts in the component's open
+ * (coll's comm_query comes after the fence).
+ */
+#include "coll_cdag.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ompi/mca/coll/base/base.h"
+#include "opal/mca/base/mca_base_pvar.h"
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/mca/base/mca_base_var_enum.h"
+#include "opal/mca/pmix/pmix.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+#include "opal/util/show_help.h"
+
+static int cdag_register(void);
+static int cdag_open(void);
+static int cdag_close(void);
+void mca_coll_cdag_run_fini(void);
+
+mca_coll_cdag_params_t mca_coll_cdag_params;
+int mca_coll_cdag_ready = 0;
+static int progress_registered = 0;
+
+mca_coll_base_component_2_0_0_t mca_coll_cdag_component = {
+    .collm_version = {
+        MCA_COLL_BASE_VERSION_2_0_0,
+        .mca_component_name = "cdag",
+        MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
+        .mca_open_component = cdag_open,
+        .mca_close_component = cdag_close,
+        .mca_register_component_params = cdag_register,
+    },
+    .collm_data = {
+        MCA_BASE_METADATA_PARAM_CHECKPOINT
+    },
+    .collm_init_query = mca_coll_cdag_init_query,
+    .collm_comm_query = mca_coll_cdag_comm_query,
+};
+
+static const char *coll_names[CDAG_NCOLL] = {
+    "barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall",
+    "reduce_scatter_block", "reduce_scatter", "scan", "exscan", "gatherv", "scatterv",
+    "allgatherv", "alltoallv"};
+
+static const char *algo_names[CDAG_NALGO] = {
+    "auto", "linear", "chain", "kary", "knomial", "butterfly", "dissemination", "ring",
+    "reduce_bcast", "reduce_then_scatter", "pairwise"};
+
+static const char *algo_help[CDAG_NCOLL] = {
+    "dissemination | butterfly",
+    "knomial | kary | chain | linear (pipelined by coll_cdag_segment_size)",
+    "knomial | kary | chain | linear (pipelined by coll_cdag_segment_size)",
+    "butterfly | dissemination | ring | reduce_bcast",
+    "knomial | kary | chain | linear",
+    "knomial | kary | chain | linear",
+    "ring | butterfly | dissemination",
+    "pairwise | linear (coll_cdag_window pairs in flight)",
+    "pairwise | ring | reduce_then_scatter",
+    "pairwise | ring | reduce_then_scatter",
+    "chain | butterfly",
+    "chain | butterfly",
+    "linear",
+    "linear",
+    "ring | dissemination",
+    "pairwise | linear"};
+
+static char *coll_list = NULL;
+static char *algo_values[CDAG_NCOLL];
+static char *progress_value = NULL;
+static unsigned long long seg_size = 0, eager_size = 8192;
+static mca_base_var_enum_t *progress_enum = NULL;
+
+static int cdag_register(void)
+{
+    mca_coll_cdag_params_t *p = &mca_coll_cdag_params;
+    const mca_base_component_t *c = &mca_coll_cdag_component.collm_version;
+
+    p->priority = -1;
+    (void)mca_base_component_var_register(c, "priority",
+        "Priority of coll/cdag; it takes intra-communicators only when this is >= 0, and wins "
+        "over coll/tuned (30) above 30.  Default -1: installed but unused until asked for, "
+        "e.g. --mca coll_cdag_priority 100",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, &p->priority);
+    p->verbose = 0;
+    (void)mca_base_component_var_register(c, "verbose", "Verbosity of coll/cdag (0: errors only)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &p->verbose);
+    progress_value = "inline";
+    (void)mca_base_component_var_register(c, "progress",
+        "Who progresses collective schedules: inline (the MPI library's progress, i.e. while the "
+        "application is inside MPI calls) or thread (an engine thread that owns a private UCX "
+        "worker, pinned to a core outside the application's binding when there is one and "
+        "sleeping on the worker's event fd when idle: nonblocking collectives then complete "
+        "while the application computes)",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &progress_value);
+    coll_list = "all";
+    (void)mca_base_component_var_register(c, "collectives",
+        "Collectives coll/cdag provides: all, or a comma list of barrier, bcast, reduce, "
+        "allreduce, gather, scatter, allgather, alltoall, reduce_scatter_block, reduce_scatter, "
+        "scan, exscan, gatherv, scatterv, allgatherv, alltoallv (the others go to the module "
+        "below; every entry covers the blocking, nonblocking and persistent forms)",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, &coll_list);
+    p->radix = 2;
+    (void)mca_base_component_var_register(c, "radix", "Radix of the k-ary and k-nomial trees",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &p->radix);
+    seg_size = 0;
+    (void)mca_base_component_var_register(c, "segment_size",
+        "Pipelining segment of tree and chain schedules in bytes (0: whole messages)",
+        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5,
+        MCA_BASE_VAR_SCOPE_READONLY, &seg_size);
+    p->window = 0;
+    (void)mca_base_component_var_register(c, "window",
+        "Alltoall(v) linear variant: pairs in flight at once (0: all)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &p->window);
+    p->eager_buffers = 256;
+    (void)mca_base_component_var_register(c, "shadow_buffers",
+        "Pre-allocated shadow buffers per process for small messages that arrive before their "
+        "receive is posted (more use the heap)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY,
+        &p->eager_buffers);
+    eager_size = 8192;
+    (void)mca_base_component_var_register(c, "shadow_buffer_size", "Size of a shadow buffer in bytes",
+        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_6,
+        MCA_BASE_VAR_SCOPE_READONLY, &eager_size);
+    for (int i = 0; i < CDAG_NCOLL; ++i) {
+        char name[64], help[256];
+        snprintf(name, sizeof(name), "%s_algorithm", coll_names[i]);
+        snprintf(help, sizeof(help), "Variant of %s: auto (the selection table) | %s", coll_names[i],
+                 algo_help[i]);
+        algo_values[i] = "auto";
+        (void)mca_base_component_var_register(c, name, help, MCA_BASE_VAR_TYPE_STRING, NULL, 0,
+                                              0, OPAL_INFO_LVL_5,
+                                              MCA_BASE_VAR_SCOPE_READONLY, &algo_values[i]);
+    }
+    (void)progress_enum;
+    return OMPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------ MPI_T */
+static int stat_get(const struct mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    (void)obj;
+    *(unsigned long *)value = (unsigned long)*(const uint64_t *)pvar->ctx;
+    return OPAL_SUCCESS;
+}
+
+static void reg_pvar(const char *name, const char *help, uint64_t *counter)
+{
+    (void)mca_base_component_pvar_register(&mca_coll_cdag_component.collm_version, name, help,
+        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG, NULL,
+        MCA_BASE_VAR_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+        stat_get, NULL, NULL, counter);
+}
+
+static void register_pvars(void)
+{
+    reg_pvar("schedules_compiled", "Collective schedules generated and compiled",
+             &cdag_glue_stats.schedules_compiled);
+    reg_pvar("cache_hits", "Collective calls that reused a cached compiled schedule",
+             &cdag_glue_stats.cache_hits);
+    reg_pvar("runs", "Schedule executions started", &cdag_glue_stats.runs);
+    reg_pvar("messages_sent", "Schedule messages injected", &cdag_glue_stats.msgs_sent);
+    reg_pvar("bytes_sent", "Schedule payload bytes injected", &cdag_glue_stats.bytes_sent);
+    reg_pvar("unexpected", "Messages that arrived before their receive vertex fired",
+             &cdag_glue_stats.unexpected);
+    reg_pvar("rendezvous", "Messages pulled by UCX rendezvous", &cdag_glue_stats.rndv_msgs);
+    reg_pvar("thread_sleeps", "Times the engine thread slept on the worker's event fd",
+             &cdag_glue_stats.thread_sleeps);
+}
+
+/* ------------------------------------------------------------ open / close */
+static int parse_algo(const char *s)
+{
+    if (!s) return CDAG_ALGO_AUTO;
+    for (int a = 0; a < CDAG_NALGO; ++a)
+        if (strcmp(s, algo_names[a]) == 0) return a;
+    return -1;
+}
+
+static int parse_collectives(const char *list, unsigned *mask)
+{
+    *mask = 0;
+    if (!list || strcmp(list, "all") == 0 || !*list) {
+        *mask = (1u << CDAG_NCOLL) - 1;
+        return 0;
+    }
+    char *copy = strdup(list), *save = NULL;
+    int rc = 0;
+    for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        int found = -1;
+        for (int i = 0; i < CDAG_NCOLL; ++i)
+            if (strcmp(t, coll_names[i]) == 0) found = i;
+        if (found < 0) {
+            opal_show_help("help-coll-cdag.txt", "bad-param", true, "coll_cdag_collectives", t);
+            rc = -1;
+            break;
+        }
+        *mask |= 1u << found;
+    }
+    free(copy);
+    return rc;
+}
+
+static int cdag_open(void)
+{
+    mca_coll_cdag_params_t *p = &mca_coll_cdag_params;
+    p->output = opal_output_open(NULL);
+    opal_output_set_verbosity(p->output, p->verbose);
+    opal_show_help_add_dir(COLL_CDAG_SRC_HELP_DIR);
+    opal_show_help_add_dir(RDRP_HELP_DIR);
+    register_pvars();
+    if (p->priority < 0) return OMPI_SUCCESS;  /* not asked for: no worker, nothing published */
+
+    if (parse_collectives(coll_list, &p->enabled_mask) != 0) return OMPI_SUCCESS;
+    if (strcmp(progress_value, "thread") == 0) p->progress = 1;
+    else if (strcmp(progress_value, "inline") == 0) p->progress = 0;
+    else {
+        opal_show_help("help-coll-cdag.txt", "bad-param", true, "coll_cdag_progress", progress_value);
+        return OMPI_SUCCESS;
+    }
+    cdag_glue_config_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.thread = p->progress;
+    cfg.mpi_threads = 1;  /* the thread level is not known yet at open: lock to be safe */
+    cfg.eager_buffers = (size_t)(p->eager_buffers > 0 ? p->eager_buffers : 0);
+    cfg.eager_size = (size_t)eager_size;
+    for (int i = 0; i < CDAG_NCOLL; ++i) {
+        int a = parse_algo(algo_values[i]);
+        if (a < 0) {
+            char name[64];
+            snprintf(name, sizeof(name), "coll_cdag_%s_algorithm", coll_names[i]);
+            opal_show_help("help-coll-cdag.txt", "bad-param", true, name, algo_values[i]);
+            return OMPI_SUCCESS;
+        }
+        cfg.algo[i].algo = a;
+        cfg.algo[i].tree = CDAG_ALGO_KNOMIAL;
+        cfg.algo[i].radix = p->radix;
+        cfg.algo[i].seg_bytes = seg_size;
+        cfg.algo[i].window = p->window;
+    }
+    if (cdag_glue_init(&cfg) != 0) {
+        opal_show_help("help-coll-cdag.txt", "init-failed", true, opal_process_info.nodename,
+                       cdag_glue_last_error());
+        return OMPI_SUCCESS;  /* the job runs on without cdag */
+    }
+    void *addr;
+    size_t len;
+    if (cdag_glue_worker_address(&addr, &len) != 0) {
+        cdag_glue_fini();
+        return OMPI_SUCCESS;
+    }
+    int rc;
+    OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL, &mca_coll_cdag_component.collm_version, addr, len);
+    cdag_glue_worker_address_release(addr);
+    if (rc != OPAL_SUCCESS) {
+        cdag_glue_fini();
+        return OMPI_SUCCESS;
+    }
+    opal_progress_register(mca_coll_cdag_progress);
+    progress_registered = 1;
+    mca_coll_cdag_ready = 1;
+    CDAG_VERBOSE(2, "engine service up (%s progress)", p->progress ? "thread" : "inline");
+    return OMPI_SUCCESS;
+}
+
+static int cdag_close(void)
+{
+    if (progress_registered) {
+        opal_progress_unregister(mca_coll_cdag_progress);
+        progress_registered = 0;
+    }
+    if (mca_coll_cdag_ready) {
+        cdag_glue_fini();
+        mca_coll_cdag_ready = 0;
+    }
+    mca_coll_cdag_run_fini();
+    opal_output_close(mca_coll_cdag_params.output);
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_cdag_init_query(bool enable_progress_threads, bool enable_mpi_threads)
+{
+    (void)enable_progress_threads;
+    (void)enable_mpi_threads;
+    return OMPI_SUCCESS;
+}

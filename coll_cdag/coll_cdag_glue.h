@@ -1,0 +1,112 @@
+/*
+ * coll/cdag: the C ABI between the MCA component (C, Open MPI types) and
+ * the engine service (C++17, coll_cdag_glue.cc): a private UCX worker, the
+ * transport the cDAG executors run on, compiled-schedule caches, the
+ * optional engine thread.  No Open MPI type crosses this interface.
+ */
+#ifndef COLL_CDAG_GLUE_H
+#define COLL_CDAG_GLUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* collectives (same order as cdag::Coll) */
+enum {
+    CDAG_BARRIER, CDAG_BCAST, CDAG_REDUCE, CDAG_ALLREDUCE, CDAG_GATHER, CDAG_SCATTER,
+    CDAG_ALLGATHER, CDAG_ALLTOALL, CDAG_REDUCE_SCATTER_BLOCK, CDAG_REDUCE_SCATTER,
+    CDAG_SCAN, CDAG_EXSCAN, CDAG_GATHERV, CDAG_SCATTERV, CDAG_ALLGATHERV, CDAG_ALLTOALLV,
+    CDAG_NCOLL
+};
+
+/* variants (same order as cdag::Algo) */
+enum {
+    CDAG_ALGO_AUTO, CDAG_ALGO_LINEAR, CDAG_ALGO_CHAIN, CDAG_ALGO_KARY, CDAG_ALGO_KNOMIAL,
+    CDAG_ALGO_BUTTERFLY, CDAG_ALGO_DISSEMINATION, CDAG_ALGO_RING, CDAG_ALGO_REDUCE_BCAST,
+    CDAG_ALGO_REDUCE_THEN_SCATTER, CDAG_ALGO_PAIRWISE, CDAG_NALGO
+};
+
+typedef struct cdag_glue_algo {
+    int      algo;       /* CDAG_ALGO_* */
+    int      tree;       /* tree of reduce_bcast / reduce_then_scatter (KNOMIAL or KARY) */
+    int      radix;
+    uint64_t seg_bytes;  /* pipelining segment, 0 = whole messages */
+    int      window;     /* alltoall(v) linear: pairs in flight, 0 = all */
+} cdag_glue_algo_t;
+
+typedef struct cdag_glue_config {
+    int    thread;            /* 1: engine thread owns progress; 0: inline (opal_progress) */
+    int    mpi_threads;       /* MPI_THREAD_MULTIPLE: lock everything */
+    size_t eager_buffers;     /* pre-allocated shadow buffers for unexpected small messages */
+    size_t eager_size;        /* their size */
+    cdag_glue_algo_t algo[CDAG_NCOLL];
+} cdag_glue_config_t;
+
+/* Counters, exported as MPI_T performance variables. */
+typedef struct cdag_glue_stats {
+    uint64_t schedules_compiled;
+    uint64_t cache_hits;
+    uint64_t runs;             /* executor runs started */
+    uint64_t msgs_sent;
+    uint64_t bytes_sent;
+    uint64_t unexpected;       /* messages that arrived before their receive was posted */
+    uint64_t rndv_msgs;        /* messages that went by UCX rendezvous */
+    uint64_t thread_sleeps;    /* engine thread: times it slept on the event fd */
+} cdag_glue_stats_t;
+extern cdag_glue_stats_t cdag_glue_stats;
+
+/* Process set-up: UCX worker (with an engine thread if config->thread).
+ * 0, or -1 with a message in cdag_glue_last_error(). */
+int  cdag_glue_init(const cdag_glue_config_t *config);
+void cdag_glue_fini(void);
+const char *cdag_glue_last_error(void);
+int  cdag_glue_worker_address(void **addr, size_t *len);
+void cdag_glue_worker_address_release(void *addr);
+/* Endpoint to a process (peer_id: its 64-bit name) from its worker address. */
+int  cdag_glue_connect(uint64_t peer_id, const void *addr, size_t len, int remote);
+int  cdag_glue_connected(uint64_t peer_id);
+
+/* One communicator. */
+typedef struct cdag_glue_comm cdag_glue_comm_t;
+cdag_glue_comm_t *cdag_glue_comm_create(uint32_t cid, int rank, int size, const uint64_t *peer_ids);
+void cdag_glue_comm_destroy(cdag_glue_comm_t *c);
+/* The next schedule id: every rank calls its collectives in the same
+ * order, so the same call gets the same id everywhere. */
+uint32_t cdag_glue_comm_next_sched(cdag_glue_comm_t *c);
+
+/* One collective call (what the engine's CollSpec holds). */
+typedef struct cdag_glue_spec {
+    int coll;            /* CDAG_* */
+    int root;
+    uint64_t count;      /* see coll_cdag/cdag_coll.h: bytes, or elements for reductions */
+    uint64_t elem_size;
+    int commutative;
+    int in_place;
+    const uint64_t *counts, *displs, *rcounts, *rdispls;  /* bytes; v-variants */
+} cdag_glue_spec_t;
+
+typedef void (*cdag_glue_reduce_fn_t)(void *ctx, const void *in, void *inout, uint64_t count);
+
+/* An executable collective instance: reusable (persistent collectives),
+ * runs one at a time.  NULL with *err set when the engine cannot build
+ * it (the caller falls back). */
+typedef struct cdag_glue_op cdag_glue_op_t;
+cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t *spec,
+                                    uint32_t sched, cdag_glue_reduce_fn_t fn, void *fn_ctx,
+                                    int *err);
+int  cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf);
+/* 1 done, 0 running, < 0 failed */
+int  cdag_glue_op_test(cdag_glue_op_t *op);
+void cdag_glue_op_free(cdag_glue_op_t *op);
+
+/* Inline progress (also safe to call with the engine thread running). */
+int cdag_glue_progress(void);
+int cdag_glue_thread_running(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,534 @@
+/*
+ * coll/cdag: the generic path behind every entry point.  A call becomes an
+ * engine spec (bytes for data movement, elements for reductions), buffers
+ * the engine can address (the user's, or packed staging for non-contiguous
+ * datatypes), and a request that completes from progress.
+ */
+#include "coll_cdag.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ompi/mca/coll/base/base.h"
+#include "opal/datatype/opal_convertor.h"
+#include "opal/runtime/opal_progress.h"
+#include "ompi/proc/proc.h"
+
+static opal_list_t active_requests;
+static int active_init = 0;
+
+/* ------------------------------------------------------------ datatypes */
+static size_t dt_size(ompi_datatype_t *dt)
+{
+    size_t s = 0;
+    ompi_datatype_type_size(dt, &s);
+    return s;
+}
+
+/* count elements of dt laid out as plain bytes at buf + true_lb? */
+static int dt_contig(ompi_datatype_t *dt, size_t count)
+{
+    return count == 0 || dt_size(dt) == 0 ||
+           ompi_datatype_is_contiguous_memory_layout(dt, count > 1 ? (int32_t)count : 2);
+}
+
+static char *dt_base(const void *buf, ompi_datatype_t *dt)
+{
+    ptrdiff_t lb, extent;
+    ompi_datatype_get_true_extent(dt, &lb, &extent);
+    return (char *)buf + lb;
+}
+
+static int is_reduction(int coll)
+{
+    return coll == CDAG_REDUCE || coll == CDAG_ALLREDUCE || coll == CDAG_REDUCE_SCATTER_BLOCK ||
+           coll == CDAG_REDUCE_SCATTER || coll == CDAG_SCAN || coll == CDAG_EXSCAN;
+}
+
+static int is_vvariant(int coll)
+{
+    return coll == CDAG_GATHERV || coll == CDAG_SCATTERV || coll == CDAG_ALLGATHERV ||
+           coll == CDAG_ALLTOALLV;
+}
+
+/* pack count x dt from buf into a new buffer of *len bytes */
+static void *pack_new(const void *buf, size_t count, ompi_datatype_t *dt, size_t *len)
+{
+    opal_convertor_t conv;
+    OBJ_CONSTRUCT(&conv, opal_convertor_t);
+    opal_convertor_copy_and_prepare_for_send(ompi_proc_local()->super.proc_convertor, &dt->super,
+                                             count, buf, 0, &conv);
+    size_t n = 0;
+    opal_convertor_get_packed_size(&conv, &n);
+    void *out = malloc(n ? n : 1);
+    if (out && n) {
+        struct iovec iov = {out, n};
+        uint32_t iovc = 1;
+        size_t max = n;
+        opal_convertor_pack(&conv, &iov, &iovc, &max);
+    }
+    OBJ_DESTRUCT(&conv);
+    *len = n;
+    return out;
+}
+
+static void unpack_into(void *buf, size_t count, ompi_datatype_t *dt, const void *src, size_t len)
+{
+    if (len == 0) return;
+    opal_convertor_t conv;
+    OBJ_CONSTRUCT(&conv, opal_convertor_t);
+    opal_convertor_copy_and_prepare_for_recv(ompi_proc_local()->super.proc_convertor, &dt->super,
+                                             count, buf, 0, &conv);
+    struct iovec iov = {(void *)src, len};
+    uint32_t iovc = 1;
+    size_t max = len;
+    opal_convertor_unpack(&conv, &iov, &iovc, &max);
+    OBJ_DESTRUCT(&conv);
+}
+
+/* ------------------------------------------------------------ selection */
+int mca_coll_cdag_takes(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, const cdag_call_t *c)
+{
+    (void)comm;
+    if (!m->gc || !(mca_coll_cdag_params.enabled_mask & (1u << c->coll))) return 0;
+    if (is_reduction(c->coll)) {
+        /* the engine combines contiguous elements with ompi_op_reduce */
+        ompi_datatype_t *dt = c->sdtype;
+        if (!ompi_datatype_is_predefined(dt) && ompi_op_is_intrinsic(c->op)) return 0;
+        if (!dt_contig(dt, 2)) return 0;
+        return 1;
+    }
+    if (is_vvariant(c->coll)) {
+        /* displacements are in extents of contiguous types */
+        if (c->sdtype && !dt_contig(c->sdtype, 2)) return 0;
+        if (c->rdtype && !dt_contig(c->rdtype, 2)) return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------ requests */
+static void reduce_cb(void *ctx, const void *in, void *inout, uint64_t count)
+{
+    mca_coll_cdag_request_t *r = (mca_coll_cdag_request_t *)ctx;
+    ompi_op_reduce(r->red.op, (void *)in, inout, (int)count, r->red.dt);
+}
+
+static void release_args(mca_coll_cdag_request_t *r)
+{
+    if (r->call.sdtype) OBJ_RELEASE(r->call.sdtype);
+    if (r->call.rdtype) OBJ_RELEASE(r->call.rdtype);
+    if (r->call.op) OBJ_RELEASE(r->call.op);
+    r->call.sdtype = r->call.rdtype = NULL;
+    r->call.op = NULL;
+}
+
+static void request_destroy(mca_coll_cdag_request_t *r)
+{
+    if (r->op) cdag_glue_op_free(r->op);
+    r->op = NULL;
+    free(r->send_stage);
+    free(r->recv_stage);
+    r->send_stage = r->recv_stage = NULL;
+    release_args(r);
+    OMPI_REQUEST_FINI(&r->super);
+    OBJ_RELEASE(r);
+}
+
+static int request_free(ompi_request_t **req)
+{
+    mca_coll_cdag_request_t *r = (mca_coll_cdag_request_t *)*req;
+    if (r->active) {
+        r->freed = 1;  /* completes on its own; released then */
+    } else {
+        request_destroy(r);
+    }
+    *req = MPI_REQUEST_NULL;
+    return OMPI_SUCCESS;
+}
+
+static int request_cancel(ompi_request_t *req, int flag)
+{
+    (void)req;
+    (void)flag;
+    return OMPI_SUCCESS;  /* collectives cannot be cancelled: they just complete */
+}
+
+/* Unpack staged results and hand the request to MPI. */
+static void request_finish(mca_coll_cdag_request_t *r, int rc)
+{
+    const cdag_call_t *c = &r->call;
+    if (rc == 1 && r->recv_stage) {
+        ompi_communicator_t *comm = r->super.req_mpi_object.comm;
+        int size = ompi_comm_size(comm);
+        size_t count = 0;
+        ompi_datatype_t *dt = c->rdtype;
+        switch (c->coll) {
+        case CDAG_BCAST: count = (size_t)c->rcount; break;
+        case CDAG_GATHER: count = (size_t)c->rcount * (size_t)size; break;
+        case CDAG_SCATTER: count = (size_t)c->rcount; break;
+        case CDAG_ALLGATHER: case CDAG_ALLTOALL: count = (size_t)c->rcount * (size_t)size; break;
+        default: break;
+        }
+        unpack_into(c->rbuf, count, dt, r->recv_stage, r->recv_stage_len);
+    }
+    r->active = 0;
+    r->super.req_status.MPI_ERROR = rc == 1 ? MPI_SUCCESS : MPI_ERR_INTERN;
+    r->super.req_status._ucount = 0;
+    if (r->freed) {
+        request_destroy(r);
+        return;
+    }
+    ompi_request_complete(&r->super, true);  /* last touch: a callback may free it */
+}
+
+static void activate(mca_coll_cdag_request_t *r)
+{
+    if (!active_init) {
+        OBJ_CONSTRUCT(&active_requests, opal_list_t);
+        active_init = 1;
+    }
+    r->active = 1;
+    opal_list_append(&active_requests, &r->active_item);
+}
+
+int mca_coll_cdag_progress(void)
+{
+    int n = cdag_glue_progress();
+    if (!active_init || opal_list_is_empty(&active_requests)) return n;
+    /* collect first: completing may start or free other requests */
+    mca_coll_cdag_request_t *done[64];
+    int rcs[64], nd = 0;
+    opal_list_item_t *it = opal_list_get_first(&active_requests);
+    while (it != opal_list_get_end(&active_requests) && nd < 64) {
+        opal_list_item_t *next = opal_list_get_next(it);
+        mca_coll_cdag_request_t *r =
+            (mca_coll_cdag_request_t *)((char *)it - offsetof(mca_coll_cdag_request_t, active_item));
+        int rc = cdag_glue_op_test(r->op);
+        if (rc != 0) {
+            opal_list_remove_item(&active_requests, it);
+            done[nd] = r;
+            rcs[nd++] = rc;
+        }
+        it = next;
+    }
+    for (int i = 0; i < nd; ++i) request_finish(done[i], rcs[i]);
+    return n + nd;
+}
+
+/* Pack what the engine reads (and, in place, the data already in the
+ * receive buffer), then start the run. */
+static int request_start_one(mca_coll_cdag_request_t *r)
+{
+    const cdag_call_t *c = &r->call;
+    ompi_communicator_t *comm = r->super.req_mpi_object.comm;
+    int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
+    int in_place = c->in_place;
+    size_t len;
+
+    free(r->send_stage);
+    r->send_stage = NULL;
+    r->run_sbuf = NULL;
+    r->run_rbuf = NULL;
+    switch (c->coll) {
+    case CDAG_BARRIER:
+        break;
+    case CDAG_BCAST: {
+        size_t n = (size_t)c->rcount;
+        if (dt_contig(c->rdtype, n)) {
+            r->run_rbuf = dt_base(c->rbuf, c->rdtype);
+        } else {
+            free(r->recv_stage);
+            if (rank == c->root) r->recv_stage = pack_new(c->rbuf, n, c->rdtype, &len);
+            else r->recv_stage = malloc((len = n * dt_size(c->rdtype)) ? len : 1);
+            r->recv_stage_len = len;
+            r->run_rbuf = r->recv_stage;
+        }
+        break;
+    }
+    default:
+        if (is_reduction(c->coll) || is_vvariant(c->coll)) {
+            /* contiguous (mca_coll_cdag_takes) */
+            ompi_datatype_t *sdt = c->sdtype ? c->sdtype : c->rdtype;
+            ompi_datatype_t *rdt = c->rdtype ? c->rdtype : c->sdtype;
+            r->run_sbuf = in_place ? NULL : (c->sbuf ? dt_base(c->sbuf, sdt) : NULL);
+            r->run_rbuf = c->rbuf ? dt_base(c->rbuf, rdt) : NULL;
+            break;
+        }
+        {
+            /* gather, scatter, allgather, alltoall: stage what is not contiguous */
+            size_t scount = 0, rcount = 0;
+            switch (c->coll) {
+            case CDAG_GATHER: scount = (size_t)c->scount; rcount = (size_t)c->rcount * (size_t)size; break;
+            case CDAG_SCATTER: scount = (size_t)c->scount * (size_t)size; rcount = (size_t)c->rcount; break;
+            case CDAG_ALLGATHER: scount = (size_t)c->scount; rcount = (size_t)c->rcount * (size_t)size; break;
+            case CDAG_ALLTOALL: scount = (size_t)c->scount * (size_t)size; rcount = (size_t)c->rcount * (size_t)size; break;
+            }
+            int is_root_side_recv = c->coll != CDAG_GATHER || rank == c->root;
+            int is_root_side_send = c->coll != CDAG_SCATTER || rank == c->root;
+            /* scatter's root sends its buffer even in place (its own block stays) */
+            if ((!in_place || c->coll == CDAG_SCATTER) && is_root_side_send && c->sbuf) {
+                if (dt_contig(c->sdtype, scount)) {
+                    r->run_sbuf = dt_base(c->sbuf, c->sdtype);
+                } else {
+                    r->send_stage = pack_new(c->sbuf, scount, c->sdtype, &len);
+                    if (!r->send_stage) return OMPI_ERR_OUT_OF_RESOURCE;
+                    r->run_sbuf = r->send_stage;
+                }
+            }
+            int recv_used = is_root_side_recv && !(c->coll == CDAG_SCATTER && in_place);
+            if (recv_used && c->rbuf) {
+                if (dt_contig(c->rdtype, rcount)) {
+                    r->run_rbuf = dt_base(c->rbuf, c->rdtype);
+                    free(r->recv_stage);
+                    r->recv_stage = NULL;
+                } else {
+                    free(r->recv_stage);
+                    /* in place, the receive buffer already holds input */
+                    if (in_place) r->recv_stage = pack_new(c->rbuf, rcount, c->rdtype, &len);
+                    else r->recv_stage = malloc((len = rcount * dt_size(c->rdtype)) ? len : 1);
+                    if (!r->recv_stage) return OMPI_ERR_OUT_OF_RESOURCE;
+                    r->recv_stage_len = len;
+                    r->run_rbuf = r->recv_stage;
+                }
+            }
+        }
+        break;
+    }
+    r->super.req_state = OMPI_REQUEST_ACTIVE;
+    r->super.req_complete = REQUEST_PENDING;
+    r->super.req_status.MPI_ERROR = MPI_SUCCESS;
+    activate(r);
+    int rc = cdag_glue_op_start(r->op, r->run_sbuf, r->run_rbuf);
+    if (rc != 0) {
+        opal_list_remove_item(&active_requests, &r->active_item);
+        r->active = 0;
+        return OMPI_ERROR;
+    }
+    return OMPI_SUCCESS;
+}
+
+static int request_start(size_t count, ompi_request_t **reqs)
+{
+    for (size_t i = 0; i < count; ++i) {
+        mca_coll_cdag_request_t *r = (mca_coll_cdag_request_t *)reqs[i];
+        if (r->active) return OMPI_ERR_REQUEST;
+        int rc = request_start_one(r);
+        if (rc != OMPI_SUCCESS) return rc;
+    }
+    return OMPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------ the run */
+static uint64_t *bytes_array(const int *v, int n, size_t unit)
+{
+    if (!v) return NULL;
+    uint64_t *a = malloc(sizeof(uint64_t) * (size_t)(n > 0 ? n : 1));
+    if (!a) return NULL;
+    for (int i = 0; i < n; ++i) a[i] = (uint64_t)v[i] * unit;
+    return a;
+}
+
+static size_t dt_extent(ompi_datatype_t *dt)
+{
+    ptrdiff_t lb, extent;
+    ompi_datatype_get_extent(dt, &lb, &extent);
+    return (size_t)extent;
+}
+
+int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, const cdag_call_t *call,
+                      int mode, ompi_request_t **request)
+{
+    int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
+    cdag_glue_spec_t spec;
+    memset(&spec, 0, sizeof(spec));
+    spec.coll = call->coll;
+    spec.root = call->root;
+    spec.in_place = call->in_place;
+    spec.commutative = 1;
+    uint64_t *a1 = NULL, *a2 = NULL, *a3 = NULL, *a4 = NULL;
+
+    mca_coll_cdag_request_t *r = OBJ_NEW(mca_coll_cdag_request_t);
+    if (!r) return OMPI_ERR_OUT_OF_RESOURCE;
+    r->module = m;
+    r->call = *call;
+    if (call->sdtype) OBJ_RETAIN(call->sdtype);
+    if (call->rdtype) OBJ_RETAIN(call->rdtype);
+    if (call->op) OBJ_RETAIN(call->op);
+
+    const cdag_call_t *c = &r->call;
+    switch (c->coll) {
+    case CDAG_BARRIER:
+        break;
+    case CDAG_BCAST:
+        spec.count = (uint64_t)c->rcount * dt_size(c->rdtype);
+        spec.in_place = 0;
+        break;
+    case CDAG_GATHER: case CDAG_ALLGATHER:
+        /* bytes per rank; in place the root's (everybody's) block is the recv type's */
+        spec.count = spec.in_place ? (uint64_t)c->rcount * dt_size(c->rdtype)
+                                   : (uint64_t)c->scount * dt_size(c->sdtype);
+        if (c->coll == CDAG_GATHER && rank != c->root) spec.in_place = 0;
+        break;
+    case CDAG_SCATTER:
+        spec.count = (spec.in_place || !c->rdtype) ? (uint64_t)c->scount * dt_size(c->sdtype)
+                                                   : (uint64_t)c->rcount * dt_size(c->rdtype);
+        if (rank != c->root) spec.in_place = 0;
+        break;
+    case CDAG_ALLTOALL:
+        spec.count = spec.in_place ? (uint64_t)c->rcount * dt_size(c->rdtype)
+                                   : (uint64_t)c->scount * dt_size(c->sdtype);
+        break;
+    case CDAG_REDUCE: case CDAG_ALLREDUCE: case CDAG_SCAN: case CDAG_EXSCAN:
+    case CDAG_REDUCE_SCATTER_BLOCK: case CDAG_REDUCE_SCATTER:
+        spec.count = (uint64_t)c->scount;
+        spec.elem_size = dt_size(c->sdtype);
+        spec.commutative = ompi_op_is_commute(c->op);
+        if (c->coll == CDAG_REDUCE && rank != c->root) spec.in_place = 0;
+        if (c->coll == CDAG_REDUCE_SCATTER) {
+            a1 = bytes_array(c->rcounts, size, 1);  /* elements */
+            if (!a1) goto oom;
+            spec.counts = a1;
+        }
+        r->red.op = c->op;
+        r->red.dt = c->sdtype;
+        break;
+    case CDAG_GATHERV: {
+        spec.count = spec.in_place ? 0 : (uint64_t)c->scount * dt_size(c->sdtype);
+        if (rank == c->root) {
+            a1 = bytes_array(c->rcounts, size, dt_size(c->rdtype));
+            a2 = bytes_array(c->rdispls, size, dt_extent(c->rdtype));
+            if (!a1 || !a2) goto oom;
+            spec.counts = a1;
+            spec.displs = a2;
+            if (spec.in_place) spec.count = a1[rank];
+        } else {
+            spec.in_place = 0;
+        }
+        break;
+    }
+    case CDAG_SCATTERV: {
+        spec.count = (spec.in_place || rank != c->root || !c->rdtype)
+                         ? 0 : (uint64_t)c->rcount * dt_size(c->rdtype);
+        if (rank == c->root) {
+            a1 = bytes_array(c->scounts, size, dt_size(c->sdtype));
+            a2 = bytes_array(c->sdispls, size, dt_extent(c->sdtype));
+            if (!a1 || !a2) goto oom;
+            spec.counts = a1;
+            spec.displs = a2;
+            spec.count = a1[rank];
+        } else {
+            spec.count = (uint64_t)c->rcount * dt_size(c->rdtype);
+            spec.in_place = 0;
+        }
+        break;
+    }
+    case CDAG_ALLGATHERV:
+        a1 = bytes_array(c->rcounts, size, dt_size(c->rdtype));
+        a2 = bytes_array(c->rdispls, size, dt_extent(c->rdtype));
+        if (!a1 || !a2) goto oom;
+        spec.counts = a1;
+        spec.displs = a2;
+        break;
+    case CDAG_ALLTOALLV: {
+        ompi_datatype_t *sdt = spec.in_place ? c->rdtype : c->sdtype;
+        const int *sc = spec.in_place ? c->rcounts : c->scounts;
+        const int *sd = spec.in_place ? c->rdispls : c->sdispls;
+        a1 = bytes_array(sc, size, dt_size(sdt));
+        a2 = bytes_array(sd, size, dt_extent(sdt));
+        a3 = bytes_array(c->rcounts, size, dt_size(c->rdtype));
+        a4 = bytes_array(c->rdispls, size, dt_extent(c->rdtype));
+        if (!a1 || !a2 || !a3 || !a4) goto oom;
+        spec.counts = a1;
+        spec.displs = a2;
+        spec.rcounts = a3;
+        spec.rdispls = a4;
+        break;
+    }
+    }
+
+    int err = 0;
+    uint32_t sched = cdag_glue_comm_next_sched(m->gc);
+    r->op = cdag_glue_op_create(m->gc, &spec, sched, is_reduction(c->coll) ? reduce_cb : NULL, r, &err);
+    free(a1); free(a2); free(a3); free(a4);
+    a1 = a2 = a3 = a4 = NULL;
+    if (!r->op) {
+        CDAG_VERBOSE(1, "cannot build a schedule for collective %d (error %d)", c->coll, err);
+        release_args(r);
+        OBJ_RELEASE(r);
+        return OMPI_ERR_NOT_SUPPORTED;
+    }
+
+    OMPI_REQUEST_INIT(&r->super, mode == 2);
+    r->super.req_type = OMPI_REQUEST_COLL;
+    r->super.req_mpi_object.comm = comm;
+    r->super.req_free = request_free;
+    r->super.req_cancel = request_cancel;
+    r->super.req_start = request_start;
+    r->persistent = mode == 2;
+
+    if (mode == 2) {
+        r->super.req_state = OMPI_REQUEST_INACTIVE;
+        r->super.req_complete = REQUEST_COMPLETED;
+        *request = &r->super;
+        return OMPI_SUCCESS;
+    }
+    int rc = request_start_one(r);
+    if (rc != OMPI_SUCCESS) {
+        request_destroy(r);
+        return rc;
+    }
+    if (mode == 1) {
+        *request = &r->super;
+        return OMPI_SUCCESS;
+    }
+    /* blocking: drive it here */
+    int spins = 0;
+    while (!REQUEST_COMPLETE(&r->super)) {
+        if (cdag_glue_thread_running()) {
+            mca_coll_cdag_progress();
+            if (++spins >= 16) { spins = 0; opal_progress(); }
+        } else {
+            mca_coll_cdag_progress();
+            if (++spins >= 64) { spins = 0; opal_progress(); }
+        }
+    }
+    rc = r->super.req_status.MPI_ERROR;
+    request_destroy(r);
+    return rc == MPI_SUCCESS ? OMPI_SUCCESS : OMPI_ERROR;
+
+oom:
+    free(a1); free(a2); free(a3); free(a4);
+    release_args(r);
+    OBJ_RELEASE(r);
+    return OMPI_ERR_OUT_OF_RESOURCE;
+}
+
+static void request_construct(mca_coll_cdag_request_t *r)
+{
+    OBJ_CONSTRUCT(&r->active_item, opal_list_item_t);
+    r->module = NULL;
+    r->op = NULL;
+    memset(&r->call, 0, sizeof(r->call));
+    r->send_stage = r->recv_stage = NULL;
+    r->recv_stage_len = 0;
+    r->run_sbuf = NULL;
+    r->run_rbuf = NULL;
+    r->red.op = NULL;
+    r->red.dt = NULL;
+    r->persistent = r->active = r->freed = 0;
+}
+
+static void request_destruct(mca_coll_cdag_request_t *r)
+{
+    OBJ_DESTRUCT(&r->active_item);
+}
+
+OBJ_CLASS_INSTANCE(mca_coll_cdag_request_t, ompi_request_t, request_construct, request_destruct);
+
+void mca_coll_cdag_run_fini(void)
+{
+    if (active_init) {
+        OBJ_DESTRUCT(&active_requests);
+        active_init = 0;
+    }
+}
