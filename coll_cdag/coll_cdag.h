@@ -13,6 +13,7 @@
 #include "ompi/communicator/communicator.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/mca/coll/coll.h"
+#include "ompi/mca/coll/base/coll_base_util.h"
 #include "ompi/op/op.h"
 #include "ompi/request/request.h"
 #include "opal/class/opal_list.h"
@@ -64,7 +65,10 @@ OBJ_CLASS_DECLARATION(mca_coll_cdag_module_t);
 
 /* A nonblocking or persistent collective. */
 typedef struct mca_coll_cdag_request {
-    ompi_request_t super;
+    /* first, and an nbc request: the MPI layer of Open MPI 4.1 casts every
+     * nonblocking/persistent collective request to this type to retain the
+     * call's datatypes and op in it (ompi_coll_base_retain_datatypes) */
+    ompi_coll_base_nbc_request_t nbc;
     opal_list_item_t active_item;  /* on the active list while running */
     mca_coll_cdag_module_t *module;
     cdag_glue_op_t *op;

@@ -130,7 +130,7 @@ static void request_destroy(mca_coll_cdag_request_t *r)
     free(r->recv_stage);
     r->send_stage = r->recv_stage = NULL;
     release_args(r);
-    OMPI_REQUEST_FINI(&r->super);
+    OMPI_REQUEST_FINI(&r->nbc.super);
     OBJ_RELEASE(r);
 }
 
@@ -158,7 +158,7 @@ static void request_finish(mca_coll_cdag_request_t *r, int rc)
 {
     const cdag_call_t *c = &r->call;
     if (rc == 1 && r->recv_stage) {
-        ompi_communicator_t *comm = r->super.req_mpi_object.comm;
+        ompi_communicator_t *comm = r->nbc.super.req_mpi_object.comm;
         int size = ompi_comm_size(comm);
         size_t count = 0;
         ompi_datatype_t *dt = c->rdtype;
@@ -172,13 +172,13 @@ static void request_finish(mca_coll_cdag_request_t *r, int rc)
         unpack_into(c->rbuf, count, dt, r->recv_stage, r->recv_stage_len);
     }
     r->active = 0;
-    r->super.req_status.MPI_ERROR = rc == 1 ? MPI_SUCCESS : MPI_ERR_INTERN;
-    r->super.req_status._ucount = 0;
+    r->nbc.super.req_status.MPI_ERROR = rc == 1 ? MPI_SUCCESS : MPI_ERR_INTERN;
+    r->nbc.super.req_status._ucount = 0;
     if (r->freed) {
         request_destroy(r);
         return;
     }
-    ompi_request_complete(&r->super, true);  /* last touch: a callback may free it */
+    ompi_request_complete(&r->nbc.super, true);  /* last touch: a callback may free it */
 }
 
 static void activate(mca_coll_cdag_request_t *r)
@@ -220,7 +220,7 @@ int mca_coll_cdag_progress(void)
 static int request_start_one(mca_coll_cdag_request_t *r)
 {
     const cdag_call_t *c = &r->call;
-    ompi_communicator_t *comm = r->super.req_mpi_object.comm;
+    ompi_communicator_t *comm = r->nbc.super.req_mpi_object.comm;
     int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
     int in_place = c->in_place;
     size_t len;
@@ -294,9 +294,9 @@ static int request_start_one(mca_coll_cdag_request_t *r)
         }
         break;
     }
-    r->super.req_state = OMPI_REQUEST_ACTIVE;
-    r->super.req_complete = REQUEST_PENDING;
-    r->super.req_status.MPI_ERROR = MPI_SUCCESS;
+    r->nbc.super.req_state = OMPI_REQUEST_ACTIVE;
+    r->nbc.super.req_complete = REQUEST_PENDING;
+    r->nbc.super.req_status.MPI_ERROR = MPI_SUCCESS;
     activate(r);
     int rc = cdag_glue_op_start(r->op, r->run_sbuf, r->run_rbuf);
     if (rc != 0) {
@@ -458,18 +458,18 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
         return OMPI_ERR_NOT_SUPPORTED;
     }
 
-    OMPI_REQUEST_INIT(&r->super, mode == 2);
-    r->super.req_type = OMPI_REQUEST_COLL;
-    r->super.req_mpi_object.comm = comm;
-    r->super.req_free = request_free;
-    r->super.req_cancel = request_cancel;
-    r->super.req_start = request_start;
+    OMPI_REQUEST_INIT(&r->nbc.super, mode == 2);
+    r->nbc.super.req_type = OMPI_REQUEST_COLL;
+    r->nbc.super.req_mpi_object.comm = comm;
+    r->nbc.super.req_free = request_free;
+    r->nbc.super.req_cancel = request_cancel;
+    r->nbc.super.req_start = request_start;
     r->persistent = mode == 2;
 
     if (mode == 2) {
-        r->super.req_state = OMPI_REQUEST_INACTIVE;
-        r->super.req_complete = REQUEST_COMPLETED;
-        *request = &r->super;
+        r->nbc.super.req_state = OMPI_REQUEST_INACTIVE;
+        r->nbc.super.req_complete = REQUEST_COMPLETED;
+        *request = &r->nbc.super;
         return OMPI_SUCCESS;
     }
     int rc = request_start_one(r);
@@ -478,12 +478,12 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
         return rc;
     }
     if (mode == 1) {
-        *request = &r->super;
+        *request = &r->nbc.super;
         return OMPI_SUCCESS;
     }
     /* blocking: drive it here */
     int spins = 0;
-    while (!REQUEST_COMPLETE(&r->super)) {
+    while (!REQUEST_COMPLETE(&r->nbc.super)) {
         if (cdag_glue_thread_running()) {
             mca_coll_cdag_progress();
             if (++spins >= 16) { spins = 0; opal_progress(); }
@@ -492,7 +492,7 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
             if (++spins >= 64) { spins = 0; opal_progress(); }
         }
     }
-    rc = r->super.req_status.MPI_ERROR;
+    rc = r->nbc.super.req_status.MPI_ERROR;
     request_destroy(r);
     return rc == MPI_SUCCESS ? OMPI_SUCCESS : OMPI_ERROR;
 
@@ -523,7 +523,7 @@ static void request_destruct(mca_coll_cdag_request_t *r)
     OBJ_DESTRUCT(&r->active_item);
 }
 
-OBJ_CLASS_INSTANCE(mca_coll_cdag_request_t, ompi_request_t, request_construct, request_destruct);
+OBJ_CLASS_INSTANCE(mca_coll_cdag_request_t, ompi_coll_base_nbc_request_t, request_construct, request_destruct);
 
 void mca_coll_cdag_run_fini(void)
 {
