@@ -229,6 +229,7 @@ static int cdag_open(void)
     memset(&cfg, 0, sizeof(cfg));
     cfg.thread = p->progress;
     cfg.mpi_threads = 1;  /* the thread level is not known yet at open: lock to be safe */
+    cfg.local_ranks = (int)opal_process_info.num_local_peers + 1;
     cfg.eager_buffers = (size_t)(p->eager_buffers > 0 ? p->eager_buffers : 0);
     cfg.eager_size = (size_t)eager_size;
     for (int i = 0; i < CDAG_NCOLL; ++i) {

@@ -118,6 +118,7 @@ struct cdag_glue_comm {
 };
 
 struct cdag_glue_op {
+    bool counted = false;  // in Global::active_runs
     cdag_glue_comm *c;
     std::shared_ptr<const cdag::Plan> plan;
     std::unique_ptr<cdag::Executor> ex;
@@ -142,6 +143,7 @@ struct Global {
     std::thread th;
     std::atomic<bool> stop{false};
     std::atomic<bool> thread_running{false};
+    std::atomic<int> active_runs{0};  // started and not yet seen done: the engine thread stays hot
     int efd = -1;
     std::string err;
 };
@@ -311,6 +313,10 @@ ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_
 }
 
 /* ------------------------------------------------------------ engine thread */
+/* Pin the engine thread to a core the application does not use, when
+ * there is one: with as many cores as local ranks there is none (the
+ * thread then shares its rank's binding).  Ranks are mapped by core from
+ * core 0 up by default, so the free cores are taken from the top down. */
 void pin_engine_thread()
 {
     hwloc_topology_t topo;
@@ -319,25 +325,24 @@ void pin_engine_thread()
         hwloc_topology_destroy(topo);
         return;
     }
+    int ncores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
     hwloc_bitmap_t bound = hwloc_bitmap_alloc();
-    hwloc_bitmap_t target = hwloc_bitmap_alloc();
-    if (hwloc_get_cpubind(topo, bound, HWLOC_CPUBIND_PROCESS) == 0) {
-        /* a core that holds none of the PUs the application is bound to */
-        int ncores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
-        for (int i = 0; i < ncores; ++i) {
+    if (ncores > G.cfg.local_ranks && hwloc_get_cpubind(topo, bound, HWLOC_CPUBIND_PROCESS) == 0) {
+        for (int i = ncores - 1; i >= G.cfg.local_ranks; --i) {
             hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, i);
             if (core && !hwloc_bitmap_intersects(core->cpuset, bound)) {
-                hwloc_bitmap_copy(target, core->cpuset);
+                hwloc_set_cpubind(topo, core->cpuset, HWLOC_CPUBIND_THREAD);
                 break;
             }
         }
-        if (!hwloc_bitmap_iszero(target)) hwloc_set_cpubind(topo, target, HWLOC_CPUBIND_THREAD);
     }
     hwloc_bitmap_free(bound);
-    hwloc_bitmap_free(target);
     hwloc_topology_destroy(topo);
 }
 
+/* Spin while a schedule runs (an offloading NIC does not sleep on
+ * in-flight work), yielding now and then so a rank sharing the core keeps
+ * computing; sleep on the worker's event fd once nothing runs. */
 void engine_loop()
 {
     pin_engine_thread();
@@ -352,7 +357,12 @@ void engine_loop()
             idle = 0;
             continue;
         }
-        if (++idle < 64) continue;  // stay hot for a little while
+        ++idle;
+        if (G.active_runs.load(std::memory_order_acquire) > 0) {
+            if ((idle & 63) == 0) sched_yield();
+            continue;
+        }
+        if (idle < 256) continue;
         idle = 0;
         ucs_status_t st;
         {
@@ -607,6 +617,10 @@ int cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf)
         Lock l;
         ++cdag_glue_stats.runs;
         rc = op->ex->start(sendbuf, recvbuf);
+        if (rc == 0 && !op->ex->done()) {
+            op->counted = true;
+            ++G.active_runs;
+        }
     }
     if (G.thread_running) ucp_worker_signal(G.w);  // the engine thread may be asleep
     return rc;
@@ -616,12 +630,17 @@ int cdag_glue_op_test(cdag_glue_op_t *op)
 {
     Lock l;
     if (!op->ex->done()) return 0;
+    if (op->counted) {
+        op->counted = false;
+        --G.active_runs;
+    }
     return op->ex->error() ? (op->ex->error() < 0 ? op->ex->error() : -op->ex->error()) : 1;
 }
 
 void cdag_glue_op_free(cdag_glue_op_t *op)
 {
     Lock l;
+    if (op->counted) --G.active_runs;
     /* a failed run may leave receives posted: they must not outlive it */
     for (auto it = G.posted.begin(); it != G.posted.end();) {
         if (it->second.ex == op->ex.get()) it = G.posted.erase(it);

@@ -40,6 +40,7 @@ typedef struct cdag_glue_algo {
 typedef struct cdag_glue_config {
     int    thread;            /* 1: engine thread owns progress; 0: inline (opal_progress) */
     int    mpi_threads;       /* MPI_THREAD_MULTIPLE: lock everything */
+    int    local_ranks;       /* processes of this job on this node (engine thread pinning) */
     size_t eager_buffers;     /* pre-allocated shadow buffers for unexpected small messages */
     size_t eager_size;        /* their size */
     cdag_glue_algo_t algo[CDAG_NCOLL];

@@ -6,6 +6,7 @@
  */
 #include "coll_cdag.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -195,6 +196,8 @@ int mca_coll_cdag_progress(void)
 {
     int n = cdag_glue_progress();
     if (!active_init || opal_list_is_empty(&active_requests)) return n;
+    /* the engine thread does the work: a rank waiting here lends it the core */
+    if (cdag_glue_thread_running()) sched_yield();
     /* collect first: completing may start or free other requests */
     mca_coll_cdag_request_t *done[64];
     int rcs[64], nd = 0;

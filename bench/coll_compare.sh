@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# coll_compare.sh -- coll/cdag against Open MPI's own collectives, in one run.
+#
+#   bench/coll_compare.sh [--np N] [--sizes LIST] [--reps R] [--component-path DIR] [--tests "lat overlap"]
+#
+# Configurations, measured alternately rep by rep (best of R per value):
+#   tuned        Open MPI's defaults: coll/tuned (blocking), libnbc (nonblocking)
+#   cdag         --mca coll_cdag_priority 100 (inline progress)
+#   cdag-thread  --mca coll_cdag_priority 100 --mca coll_cdag_progress thread
+# Prints a latency table (us, lower is better, with cdag/tuned ratios) and
+# an overlap table (percent, higher is better; see bench/coll_bench.c for
+# the OSU method).  The engine thread can only overlap when a core is free
+# for it: with as many ranks as cores it shares its rank's core.
+set -u -o pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+NP=2
+SIZES="8,1024,65536,1048576"
+REPS=3
+TESTS="lat overlap"
+CPATH=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --np) NP=$2; shift 2 ;;
+        --sizes) SIZES=$2; shift 2 ;;
+        --reps) REPS=$2; shift 2 ;;
+        --tests) TESTS=$2; shift 2 ;;
+        --component-path) CPATH=$2; shift 2 ;;
+        -h|--help) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//; /^set -u/d'; exit 0 ;;
+        *) echo "coll_compare.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+if [ -n "$CPATH" ]; then
+    export OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$CPATH"
+fi
+mkdir -p "$HERE/build"
+BIN=$HERE/build/coll_bench
+if [ ! -x "$BIN" ] || [ "$HERE/coll_bench.c" -nt "$BIN" ]; then
+    mpicc -O2 -Wall -o "$BIN" "$HERE/coll_bench.c" || exit 1
+fi
+OUT=$(mktemp -d /tmp/coll_compare.XXXXXX)
+declare -A ARGS=(
+    [tuned]=""
+    [cdag]="--mca coll_cdag_priority 100"
+    [cdag-thread]="--mca coll_cdag_priority 100 --mca coll_cdag_progress thread"
+)
+CONFIGS="tuned cdag cdag-thread"
+for t in $TESTS; do
+    for rep in $(seq 1 "$REPS"); do
+        for c in $CONFIGS; do
+            # shellcheck disable=SC2086
+            timeout 600 mpirun --allow-run-as-root --oversubscribe -np "$NP" ${ARGS[$c]} \
+                "$BIN" "$t" -s "$SIZES" 2>"$OUT/$c.$t.$rep.err" |
+                awk -v c="$c" '{print c, $0}' >>"$OUT/raw.txt" ||
+                echo "!! $c $t rep $rep failed (see $OUT/$c.$t.$rep.err)"
+        done
+    done
+done
+report() {  # test-key  title  better(min|max)
+    echo
+    echo "== $2 (np $NP, best of $REPS)"
+    awk -v key="$1" -v better="$3" '
+        $2 == key { k = $3 " " $4; v = $5 + 0
+                    if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+                    id = $1 SUBSEP k
+                    if (!(id in best) || (better == "min" ? v < best[id] : v > best[id])) best[id] = v }
+        END {
+            printf "%-22s %9s %11s %11s %12s %10s %12s\n", "collective", "bytes", "tuned", "cdag", "cdag-thread", "cdag/tuned", "thread/tuned"
+            for (i = 1; i <= n; i++) {
+                split(order[i], p, " ")
+                t = best["tuned" SUBSEP order[i]]; a = best["cdag" SUBSEP order[i]]; b = best["cdag-thread" SUBSEP order[i]]
+                printf "%-22s %9s %11.2f %11.2f %12.2f %10s %12s\n", p[1], p[2], t, a, b,
+                       (t > 0 ? sprintf("%.2f", a / t) : "-"), (t > 0 ? sprintf("%.2f", b / t) : "-")
+            }
+        }' "$OUT/raw.txt"
+}
+case " $TESTS " in *" lat "*) report lat "blocking latency [us], lower is better" min ;; esac
+case " $TESTS " in *" overlap "*)
+    report overlap "overlap [%] of nonblocking collectives with computation, higher is better" max
+    report pure_us "nonblocking collective alone (icoll + wait) [us], lower is better" min ;;
+esac
+echo
+echo "# raw: $OUT/raw.txt"
