@@ -412,22 +412,13 @@ int cdag_glue_init(const cdag_glue_config_t *config)
             for (size_t i = 0; i < n; ++i) G.shadow_free.push_back(G.shadow_mem.get() + i * sz);
     }
     G.up = true;
-    if (config->thread) {
-        if (ucp_worker_get_efd(G.w, &G.efd) != UCS_OK) {
-            G.err = "the UCX context has no wakeup support (ucp_worker_get_efd failed)";
-            cdag_glue_fini();
-            return -1;
-        }
-        G.stop = false;
-        try {
-            G.th = std::thread(engine_loop);
-        } catch (...) {
-            G.err = "cannot start the engine thread";
-            cdag_glue_fini();
-            return -1;
-        }
-        G.thread_running = true;
+    if (config->thread && ucp_worker_get_efd(G.w, &G.efd) != UCS_OK) {
+        G.err = "the UCX context has no wakeup support (ucp_worker_get_efd failed)";
+        cdag_glue_fini();
+        return -1;
     }
+    /* the engine thread starts with the first collective, once MPI_Init is
+     * over: nothing to progress before, and start-up stays single-threaded */
     return 0;
 }
 
@@ -610,8 +601,26 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
     return op;
 }
 
+/* Start the engine thread on first use (configured thread progress). */
+static int ensure_engine_thread()
+{
+    if (!G.cfg.thread || G.thread_running.load(std::memory_order_acquire)) return 0;
+    Lock l;
+    if (G.thread_running) return 0;
+    G.stop = false;
+    try {
+        G.th = std::thread(engine_loop);
+    } catch (...) {
+        G.err = "cannot start the engine thread";
+        return -1;
+    }
+    G.thread_running = true;
+    return 0;
+}
+
 int cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf)
 {
+    if (ensure_engine_thread() != 0) return -1;
     int rc;
     {
         Lock l;
