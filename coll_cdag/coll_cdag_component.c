@@ -9,6 +9,8 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#include "throttle.h"
 
 #include "ompi/mca/coll/base/base.h"
 #include "opal/mca/base/mca_base_pvar.h"
@@ -76,6 +78,9 @@ static char *algo_values[CDAG_NCOLL];
 static char *progress_value = NULL;
 static unsigned long long seg_size = 0, eager_size = 8192;
 static mca_base_var_enum_t *progress_enum = NULL;
+static char *throttle_value = NULL;
+static int throttle_rank_limit, throttle_node_tokens, throttle_concurrency, throttle_recover;
+static unsigned long long throttle_bpt;
 
 static int cdag_register(void)
 {
@@ -129,6 +134,36 @@ static int cdag_register(void)
     (void)mca_base_component_var_register(c, "shadow_buffer_size", "Size of a shadow buffer in bytes",
         MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_6,
         MCA_BASE_VAR_SCOPE_READONLY, &eager_size);
+    throttle_value = "off";
+    (void)mca_base_component_var_register(c, "throttle",
+        "Token throttling of schedule messages (admission control before injection): off, rank "
+        "(at most coll_cdag_throttle_rank_limit messages in flight per rank), or node (also a "
+        "token pool in shared memory shared by the ranks of a node, served first-come-first-served, "
+        "and at most coll_cdag_throttle_concurrency ranks injecting at once)",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, &throttle_value);
+    throttle_rank_limit = 8;
+    (void)mca_base_component_var_register(c, "throttle_rank_limit",
+        "Messages in flight per rank (CRCT) under throttle rank or node; 0 = unlimited",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &throttle_rank_limit);
+    throttle_node_tokens = 16;
+    (void)mca_base_component_var_register(c, "throttle_node_tokens",
+        "Tokens of the node pool (NRCT) under throttle node",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &throttle_node_tokens);
+    throttle_bpt = 0;
+    (void)mca_base_component_var_register(c, "throttle_bytes_per_token",
+        "Bytes one token pays for (a message takes ceil(bytes / this), at least 1, at most the "
+        "pool); 0 = one token per message",
+        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &throttle_bpt);
+    throttle_concurrency = 0;
+    (void)mca_base_component_var_register(c, "throttle_concurrency",
+        "Ranks of a node injecting at once (CCT) under throttle node; 0 = unlimited",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &throttle_concurrency);
+    throttle_recover = 1000;
+    (void)mca_base_component_var_register(c, "throttle_recover_polls",
+        "Unsuccessful admission attempts after which a waiting rank reclaims the tokens and the "
+        "ticket of dead ranks of its node",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY, &throttle_recover);
     for (int i = 0; i < CDAG_NCOLL; ++i) {
         char name[64], help[256];
         snprintf(name, sizeof(name), "%s_algorithm", coll_names[i]);
@@ -173,6 +208,8 @@ static void register_pvars(void)
     reg_pvar("rendezvous", "Messages pulled by UCX rendezvous", &cdag_glue_stats.rndv_msgs);
     reg_pvar("thread_sleeps", "Times the engine thread slept on the worker's event fd",
              &cdag_glue_stats.thread_sleeps);
+    reg_pvar("throttled", "Schedule messages that waited for admission (token throttling)",
+             &cdag_glue_stats.throttled);
 }
 
 /* ------------------------------------------------------------ open / close */
@@ -230,6 +267,27 @@ static int cdag_open(void)
     cfg.thread = p->progress;
     cfg.mpi_threads = 1;  /* the thread level is not known yet at open: lock to be safe */
     cfg.local_ranks = (int)opal_process_info.num_local_peers + 1;
+    cfg.local_rank = (int)opal_process_info.my_local_rank;
+    if (strcmp(throttle_value, "off") == 0) cfg.throttle_mode = CDAG_THROTTLE_OFF;
+    else if (strcmp(throttle_value, "rank") == 0) cfg.throttle_mode = CDAG_THROTTLE_RANK;
+    else if (strcmp(throttle_value, "node") == 0) cfg.throttle_mode = CDAG_THROTTLE_NODE;
+    else {
+        opal_show_help("help-coll-cdag.txt", "bad-param", true, "coll_cdag_throttle", throttle_value);
+        return OMPI_SUCCESS;
+    }
+    if (throttle_node_tokens < 1 || throttle_rank_limit < 0 || throttle_concurrency < 0) {
+        opal_show_help("help-coll-cdag.txt", "bad-param", true, "coll_cdag_throttle_node_tokens",
+                       "must be at least 1 (limits are >= 0)");
+        return OMPI_SUCCESS;
+    }
+    cfg.throttle_rank_limit = (uint32_t)throttle_rank_limit;
+    cfg.throttle_node_tokens = (uint32_t)throttle_node_tokens;
+    cfg.throttle_concurrency = (uint32_t)throttle_concurrency;
+    cfg.throttle_bytes_per_token = throttle_bpt;
+    cfg.throttle_recover = (uint32_t)(throttle_recover > 0 ? throttle_recover : 1000);
+    /* one pool per job and node: the job id is unique among the jobs of the node */
+    snprintf(cfg.throttle_pool, sizeof(cfg.throttle_pool), "/rdrp-cdag-%u-%u",
+             (unsigned)OPAL_PROC_MY_NAME.jobid, (unsigned)getuid());
     cfg.eager_buffers = (size_t)(p->eager_buffers > 0 ? p->eager_buffers : 0);
     cfg.eager_size = (size_t)eager_size;
     for (int i = 0; i < CDAG_NCOLL; ++i) {
@@ -267,7 +325,9 @@ static int cdag_open(void)
     opal_progress_register(mca_coll_cdag_progress);
     progress_registered = 1;
     mca_coll_cdag_ready = 1;
-    CDAG_VERBOSE(2, "engine service up (%s progress)", p->progress ? "thread" : "inline");
+    CDAG_VERBOSE(2, "engine service up (%s progress, throttle mode %d, rank limit %u, node tokens %u)",
+                 p->progress ? "thread" : "inline", cfg.throttle_mode, cfg.throttle_rank_limit,
+                 cfg.throttle_node_tokens);
     return OMPI_SUCCESS;
 }
 

@@ -30,6 +30,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,6 +47,7 @@
 #include "cdag_exec.h"
 #include "cdag_plan.h"
 #include "rdrp_ucx.h"
+#include "throttle.h"
 
 cdag_glue_stats_t cdag_glue_stats;
 
@@ -85,10 +87,14 @@ struct Posted {
 };
 
 struct Unexp {
-    bool rndv;
-    void *data;      // rndv: UCX data descriptor; eager: our copy
+    bool rndv;       // UCX rendezvous descriptor not pulled yet (not used: see am_cb)
+    void *data;      // our copy (or, while pulling, its destination)
     uint64_t len;
-    bool pooled;     // eager copy lives in a shadow buffer
+    bool pooled;     // the copy lives in a shadow buffer
+    bool pulling;    // a rendezvous pull into data is still running
+    cdag::Executor *wait_ex;  // a receive posted while pulling: completed with the copy
+    cdag::VertexId wait_v;
+    char *wait_buf;
 };
 
 class Tr final : public cdag::Transport {
@@ -144,6 +150,17 @@ struct Global {
     std::atomic<bool> stop{false};
     std::atomic<bool> thread_running{false};
     std::atomic<int> active_runs{0};  // started and not yet seen done: the engine thread stays hot
+    cdag_throttle_t *throttle = nullptr;
+    struct Pending {
+        ::cdag_glue_comm *c;
+        cdag::Executor *ex;
+        cdag::VertexId v;
+        int peer;
+        cdag::MsgId id;
+        const void *buf;
+        uint64_t len;
+    };
+    std::deque<Pending> pending;  // sends waiting for admission, in order
     int efd = -1;
     std::string err;
 };
@@ -159,25 +176,27 @@ struct Lock {
 struct SendCtx {
     cdag::Executor *ex;
     cdag::VertexId v;
-    AmHdr hdr;  // must outlive the send
+    uint32_t tokens;  // admission tokens held until completion
+    AmHdr hdr;        // must outlive the send
 };
+
+void drain_pending();
 
 void send_done(void *request, ucs_status_t status, void *user_data)
 {
     auto *s = static_cast<SendCtx *>(user_data);
     if (request) ucp_request_free(request);
+    if (G.throttle) cdag_throttle_release(G.throttle, s->tokens);
     if (status == UCS_OK) s->ex->complete(s->v);
     else s->ex->fail(s->v, static_cast<int>(status));
     delete s;
+    if (G.throttle && !G.pending.empty()) drain_pending();
 }
 
-/* The single injection point of every schedule message (token throttling
- * is consulted here). */
-int inject(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id,
-           const void *buf, uint64_t len)
+int send_now(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id,
+             const void *buf, uint64_t len, uint32_t tokens)
 {
-    if (peer < 0 || peer >= c->size || !c->eps[peer]) return -1;
-    auto *s = new (std::nothrow) SendCtx{&ex, v, AmHdr{c->cid, c->rank, id.sched, id.seq, id.tag, 0}};
+    auto *s = new (std::nothrow) SendCtx{&ex, v, tokens, AmHdr{c->cid, c->rank, id.sched, id.seq, id.tag, 0}};
     if (!s) return -1;
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -191,10 +210,45 @@ int inject(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::
         return 0;
     }
     if (UCS_PTR_IS_ERR(sp)) {
+        if (G.throttle) cdag_throttle_release(G.throttle, tokens);
         delete s;
         return static_cast<int>(UCS_PTR_STATUS(sp));
     }
     return 0;
+}
+
+/* Queued sends leave in order as admission allows. */
+void drain_pending()
+{
+    static bool draining = false;  // send_done may complete inline and re-enter
+    if (draining) return;
+    draining = true;
+    while (!G.pending.empty()) {
+        uint32_t tokens;
+        Global::Pending &q = G.pending.front();
+        if (!cdag_throttle_try_acquire(G.throttle, q.len, &tokens)) break;
+        Global::Pending p = q;
+        G.pending.pop_front();
+        int rc = send_now(p.c, *p.ex, p.v, p.peer, p.id, p.buf, p.len, tokens);
+        if (rc != 0) p.ex->fail(p.v, rc);
+    }
+    draining = false;
+}
+
+/* The single injection point of every schedule message: admission
+ * control (token throttling) decides whether it leaves now or waits. */
+int inject(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id,
+           const void *buf, uint64_t len)
+{
+    if (peer < 0 || peer >= c->size || !c->eps[peer]) return -1;
+    uint32_t tokens = 0;
+    if (G.throttle && (!G.pending.empty() || !cdag_throttle_try_acquire(G.throttle, len, &tokens))) {
+        ++cdag_glue_stats.throttled;
+        G.pending.push_back(Global::Pending{c, &ex, v, peer, id, buf, len});
+        drain_pending();
+        return 0;
+    }
+    return send_now(c, ex, v, peer, id, buf, len, tokens);
 }
 
 int Tr::post_send(cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id, const void *buf,
@@ -238,9 +292,41 @@ void rndv_pull(void *desc, cdag::Executor *ex, cdag::VertexId v, char *buf, uint
 
 void shadow_release(const Unexp &u)
 {
-    if (u.rndv) return;
     if (u.pooled) G.shadow_free.push_back(static_cast<char *>(u.data));
     else ::operator delete(u.data);
+}
+
+/* An early rendezvous message is pulled at once into a buffer of ours, so
+ * its sender completes without waiting for this rank's schedule (no
+ * dependency between ranks' progress through send completion: required
+ * for deadlock freedom under token throttling). */
+struct EarlyPull {
+    Key k;
+};
+
+void early_done(void *request, ucs_status_t status, size_t length, void *user_data)
+{
+    (void)length;
+    auto *e = static_cast<EarlyPull *>(user_data);
+    if (request) ucp_request_free(request);
+    auto it = G.unexpected.find(e->k);
+    delete e;
+    if (it == G.unexpected.end()) return;
+    Unexp &u = it->second;
+    u.pulling = false;
+    if (!u.wait_ex) {
+        if (status != UCS_OK) u.len = ~0ull;  // poisons the receive that comes later
+        return;
+    }
+    Unexp done = u;
+    G.unexpected.erase(it);
+    if (status == UCS_OK) {
+        if (done.len) std::memcpy(done.wait_buf, done.data, done.len);
+        done.wait_ex->complete(done.wait_v);
+    } else {
+        done.wait_ex->fail(done.wait_v, static_cast<int>(status));
+    }
+    shadow_release(done);
 }
 
 int Tr::post_recv(cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id, void *buf,
@@ -252,19 +338,26 @@ int Tr::post_recv(cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::Ms
         G.posted.emplace(k, Posted{&ex, v, static_cast<char *>(buf), len});
         return 0;
     }
-    Unexp u = it->second;
-    G.unexpected.erase(it);
+    Unexp &u = it->second;
     if (u.len != len) {  // a schedule bug or a corrupted header: never overrun buf
-        if (u.rndv) ucp_am_data_release(G.w, u.data);
+        if (u.pulling) {
+            u.wait_ex = nullptr;
+            return -2;
+        }
         shadow_release(u);
+        G.unexpected.erase(it);
         return -2;
     }
-    if (u.rndv) {
-        rndv_pull(u.data, &ex, v, static_cast<char *>(buf), len);
+    if (u.pulling) {  // completes when the pull does
+        u.wait_ex = &ex;
+        u.wait_v = v;
+        u.wait_buf = static_cast<char *>(buf);
         return 0;
     }
-    if (len) std::memcpy(buf, u.data, len);
-    shadow_release(u);
+    Unexp done = u;
+    G.unexpected.erase(it);
+    if (len) std::memcpy(buf, done.data, len);
+    shadow_release(done);
     ex.complete(v);
     return 0;
 }
@@ -295,17 +388,27 @@ ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_
         return UCS_OK;
     }
     ++cdag_glue_stats.unexpected;
-    if (rndv) {
-        G.unexpected.emplace(k, Unexp{true, data, len, false});
-        return UCS_INPROGRESS;  // keep the descriptor until the receive is posted
-    }
-    Unexp u{false, nullptr, len, false};
+    Unexp u{false, nullptr, len, false, false, nullptr, 0, nullptr};
     if (len <= G.cfg.eager_size && !G.shadow_free.empty()) {
         u.data = G.shadow_free.back();
         G.shadow_free.pop_back();
         u.pooled = true;
     } else {
         u.data = ::operator new(len ? len : 1);
+    }
+    if (rndv) {
+        u.pulling = true;
+        G.unexpected.emplace(k, u);
+        auto *e = new EarlyPull{k};
+        ucp_request_param_t p;
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+        p.cb.recv_am = early_done;
+        p.user_data = e;
+        ++cdag_glue_stats.rndv_msgs;
+        ucs_status_ptr_t sp = ucp_am_recv_data_nbx(G.w, data, u.data, len, &p);
+        if (sp == nullptr) early_done(nullptr, UCS_OK, len, e);
+        else if (UCS_PTR_IS_ERR(sp)) early_done(nullptr, UCS_PTR_STATUS(sp), 0, e);
+        return UCS_OK;
     }
     if (len) std::memcpy(u.data, data, len);
     G.unexpected.emplace(k, u);
@@ -352,6 +455,7 @@ void engine_loop()
         {
             Lock l;
             n = ucp_worker_progress(G.w);
+            if (G.throttle && !G.pending.empty()) drain_pending();
         }
         if (n) {
             idle = 0;
@@ -405,6 +509,23 @@ int cdag_glue_init(const cdag_glue_config_t *config)
         cdag_glue_fini();
         return -1;
     }
+    if (config->throttle_mode != CDAG_THROTTLE_OFF) {
+        cdag_throttle_config_t tc{};
+        tc.mode = config->throttle_mode;
+        tc.rank_limit = config->throttle_rank_limit;
+        tc.node_tokens = config->throttle_node_tokens;
+        tc.bytes_per_token = config->throttle_bytes_per_token;
+        tc.concurrency = config->throttle_concurrency;
+        tc.recover_after = config->throttle_recover;
+        char err[256] = "";
+        G.throttle = cdag_throttle_create(&tc, config->throttle_pool, config->local_rank,
+                                          config->local_ranks, err, sizeof(err));
+        if (!G.throttle) {
+            G.err = err;
+            cdag_glue_fini();
+            return -1;
+        }
+    }
     size_t n = config->eager_buffers, sz = config->eager_size;
     if (n && sz) {
         G.shadow_mem.reset(new (std::nothrow) char[n * sz]);
@@ -430,11 +551,14 @@ void cdag_glue_fini(void)
         G.th.join();
         G.thread_running = false;
     }
-    for (auto &kv : G.unexpected) {
-        if (kv.second.rndv) ucp_am_data_release(G.w, kv.second.data);
-        else shadow_release(kv.second);
-    }
+    for (auto &kv : G.unexpected)
+        if (!kv.second.pulling) shadow_release(kv.second);
     G.unexpected.clear();
+    G.pending.clear();
+    if (G.throttle) {
+        cdag_throttle_destroy(G.throttle);
+        G.throttle = nullptr;
+    }
     G.posted.clear();
     G.eps.clear();
     if (G.uw) {
@@ -501,9 +625,8 @@ void cdag_glue_comm_destroy(cdag_glue_comm_t *c)
     /* drop what arrived for it and was never asked for (a cid is reused
      * only after every rank freed the communicator) */
     for (auto it = G.unexpected.begin(); it != G.unexpected.end();) {
-        if (it->first.cid == c->cid) {
-            if (it->second.rndv) ucp_am_data_release(G.w, it->second.data);
-            else shadow_release(it->second);
+        if (it->first.cid == c->cid && !it->second.pulling) {
+            shadow_release(it->second);
             it = G.unexpected.erase(it);
         } else {
             ++it;
@@ -655,6 +778,10 @@ void cdag_glue_op_free(cdag_glue_op_t *op)
         if (it->second.ex == op->ex.get()) it = G.posted.erase(it);
         else ++it;
     }
+    for (auto it = G.pending.begin(); it != G.pending.end();) {
+        if (it->ex == op->ex.get()) it = G.pending.erase(it);
+        else ++it;
+    }
     delete op;
 }
 
@@ -663,7 +790,9 @@ int cdag_glue_progress(void)
     if (!G.up) return 0;
     if (G.thread_running) return 0;  // the engine thread owns the worker
     Lock l;
-    return static_cast<int>(ucp_worker_progress(G.w));
+    int n = static_cast<int>(ucp_worker_progress(G.w));
+    if (G.throttle && !G.pending.empty()) drain_pending();  // a peer rank may have freed tokens
+    return n;
 }
 
 int cdag_glue_thread_running(void) { return G.thread_running ? 1 : 0; }

@@ -41,6 +41,12 @@ typedef struct cdag_glue_config {
     int    thread;            /* 1: engine thread owns progress; 0: inline (opal_progress) */
     int    mpi_threads;       /* MPI_THREAD_MULTIPLE: lock everything */
     int    local_ranks;       /* processes of this job on this node (engine thread pinning) */
+    int    local_rank;        /* this process among them */
+    /* token throttling (coll_cdag/throttle.h): mode CDAG_THROTTLE_* */
+    int      throttle_mode;
+    uint32_t throttle_rank_limit, throttle_node_tokens, throttle_concurrency, throttle_recover;
+    uint64_t throttle_bytes_per_token;
+    char     throttle_pool[64];   /* shm name of the node pool */
     size_t eager_buffers;     /* pre-allocated shadow buffers for unexpected small messages */
     size_t eager_size;        /* their size */
     cdag_glue_algo_t algo[CDAG_NCOLL];
@@ -56,6 +62,7 @@ typedef struct cdag_glue_stats {
     uint64_t unexpected;       /* messages that arrived before their receive was posted */
     uint64_t rndv_msgs;        /* messages that went by UCX rendezvous */
     uint64_t thread_sleeps;    /* engine thread: times it slept on the event fd */
+    uint64_t throttled;        /* sends that had to wait for admission (token throttling) */
 } cdag_glue_stats_t;
 extern cdag_glue_stats_t cdag_glue_stats;
 

@@ -549,8 +549,9 @@ int main(int argc, char **argv)
     mt_init(&argc, &argv, "coll_cdag_all");
     rank = mt_rank;
     size = mt_size;
-    pvar_t runs, compiled;
+    pvar_t runs, compiled, throttled;
     pvar_open(&runs, "coll_cdag_runs");
+    pvar_open(&throttled, "coll_cdag_throttled"); /* counters count from the handle's creation */
     pvar_open(&compiled, "coll_cdag_schedules_compiled");
     MPI_Op_create(op_left, 0, &OP_LEFT);
     MPI_Op_create(op_usersum, 1, &OP_USERSUM);
@@ -575,10 +576,44 @@ int main(int argc, char **argv)
     }
     mt_section("concurrent nonblocking collectives");
     if (!mt_failures) test_concurrent();
+    mt_section("large alltoall (rendezvous messages in flight)");
+    if (!mt_failures) {
+        /* messages big enough to stay in flight until the receiver pulls
+         * them: admission control (throttling) has something to hold back */
+        int n = 1 << 20;
+        unsigned char *s = mt_malloc((size_t)n * size), *r = mt_malloc((size_t)n * size);
+        for (int to = 0; to < size; to++)
+            for (long i = 0; i < n; i += 4093) s[(size_t)to * n + i] = mv_val(rank, to, i, 5);
+        MPI_Request rq[2];
+        unsigned char *r2 = mt_malloc((size_t)n * size);
+        CHECK_MPI(MPI_Ialltoall(s, n, MPI_BYTE, r, n, MPI_BYTE, MPI_COMM_WORLD, &rq[0]));
+        CHECK_MPI(MPI_Ialltoall(s, n, MPI_BYTE, r2, n, MPI_BYTE, MPI_COMM_WORLD, &rq[1]));
+        CHECK_MPI(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
+        for (int from = 0; from < size; from++)
+            for (long i = 0; i < n; i += 4093) {
+                unsigned char w = mv_val(from, rank, i, 5);
+                if (r[(size_t)from * n + i] != w || r2[(size_t)from * n + i] != w) {
+                    CHECK(0, "large alltoall: from %d byte %ld wrong", from, i);
+                    from = size;
+                    break;
+                }
+            }
+        free(s);
+        free(r);
+        free(r2);
+    }
 
     if (mt_verbose && runs.ok)
         printf("[rank %d] coll_cdag runs %lu, schedules compiled %lu\n", rank, pvar_read(&runs),
                compiled.ok ? pvar_read(&compiled) : 0UL);
+    if (getenv("MPITEST_EXPECT_THROTTLED") && atoi(getenv("MPITEST_EXPECT_THROTTLED"))) {
+        /* tiny token limits: admission control must have held messages back */
+        unsigned long mine = throttled.ok ? pvar_read(&throttled) : 0, all = 0;
+        MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
+        CHECK(throttled.ok && all > 0, "throttling configured but no message ever waited for admission");
+        if (mt_verbose) printf("[rank %d] throttled %lu (job %lu)\n", rank, mine, all);
+    }
+    pvar_close(&throttled);
     long long prio = -1;
     if (runs.ok && cvar_int("coll_cdag_priority", &prio) && prio > 30)
         CHECK(pvar_read(&runs) > 0, "coll/cdag selected (priority %lld) but ran no schedule", prio);

@@ -1,0 +1,283 @@
+// Token throttling (coll_cdag/throttle.h): cost math, the per-rank limit,
+// the node pool shared by processes (tokens conserved under concurrent
+// acquire/release from forked processes), FCFS tickets, the concurrency
+// limit, recovery from a rank killed while holding tokens, and a random
+// property test of the limits.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "throttle.h"
+
+namespace {
+
+std::string pool_name(const char *what)
+{
+    return std::string("/rdrp-test-") + what + "-" + std::to_string(getpid());
+}
+
+cdag_throttle_config_t node_cfg(uint32_t tokens, uint32_t rank_limit = 0, uint32_t cct = 0,
+                                uint64_t bpt = 0, uint32_t recover = 50)
+{
+    cdag_throttle_config_t c{};
+    c.mode = CDAG_THROTTLE_NODE;
+    c.node_tokens = tokens;
+    c.rank_limit = rank_limit;
+    c.concurrency = cct;
+    c.bytes_per_token = bpt;
+    c.recover_after = recover;
+    return c;
+}
+
+struct Handles {
+    std::vector<cdag_throttle_t *> h;
+    ~Handles() {
+        for (size_t i = h.size(); i-- > 0;) cdag_throttle_destroy(h[i]);  // creator last
+    }
+};
+
+void open_handles(Handles &hs, const cdag_throttle_config_t &c, const std::string &name, int n)
+{
+    char err[256];
+    for (int r = 0; r < n; ++r) {
+        cdag_throttle_t *t = cdag_throttle_create(&c, name.c_str(), r, n, err, sizeof(err));
+        ASSERT_NE(t, nullptr) << err;
+        hs.h.push_back(t);
+    }
+}
+
+}  // namespace
+
+TEST(Throttle, CostMath)
+{
+    Handles hs;
+    open_handles(hs, node_cfg(16, 0, 0, 256), pool_name("cost"), 1);
+    cdag_throttle_t *t = hs.h[0];
+    EXPECT_EQ(cdag_throttle_cost(t, 0), 1u) << "at least one token";
+    EXPECT_EQ(cdag_throttle_cost(t, 1), 1u);
+    EXPECT_EQ(cdag_throttle_cost(t, 256), 1u);
+    EXPECT_EQ(cdag_throttle_cost(t, 257), 2u);
+    EXPECT_EQ(cdag_throttle_cost(t, 1000), 4u);
+    EXPECT_EQ(cdag_throttle_cost(t, 1ull << 40), 16u) << "never more than the pool";
+    Handles h1;
+    open_handles(h1, node_cfg(16), pool_name("cost1"), 1);
+    EXPECT_EQ(cdag_throttle_cost(h1.h[0], 1ull << 30), 1u) << "fixed: one per message";
+}
+
+TEST(Throttle, ModeOffAdmitsEverything)
+{
+    cdag_throttle_config_t c{};
+    c.mode = CDAG_THROTTLE_OFF;
+    c.rank_limit = 1;
+    char err[64];
+    cdag_throttle_t *t = cdag_throttle_create(&c, nullptr, 0, 1, err, sizeof(err));
+    ASSERT_NE(t, nullptr);
+    uint32_t tok;
+    for (int i = 0; i < 100; ++i) EXPECT_EQ(cdag_throttle_try_acquire(t, 1 << 20, &tok), 1);
+    cdag_throttle_destroy(t);
+}
+
+TEST(Throttle, RankLimit)
+{
+    cdag_throttle_config_t c{};
+    c.mode = CDAG_THROTTLE_RANK;
+    c.rank_limit = 3;
+    char err[64];
+    cdag_throttle_t *t = cdag_throttle_create(&c, nullptr, 0, 1, err, sizeof(err));
+    ASSERT_NE(t, nullptr);
+    uint32_t tok;
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(cdag_throttle_try_acquire(t, 8, &tok), 1);
+    EXPECT_EQ(cdag_throttle_try_acquire(t, 8, &tok), 0) << "a fourth in flight";
+    cdag_throttle_release(t, 0);
+    EXPECT_EQ(cdag_throttle_try_acquire(t, 8, &tok), 1);
+    cdag_throttle_stats_t s;
+    cdag_throttle_stats(t, &s);
+    EXPECT_EQ(s.inflight_max, 3u);
+    cdag_throttle_destroy(t);
+}
+
+TEST(Throttle, TicketsServeInOrder)
+{
+    Handles hs;
+    open_handles(hs, node_cfg(4, 0, 0, 100), pool_name("fcfs"), 3);
+    cdag_throttle_t *a = hs.h[0], *b = hs.h[1], *c = hs.h[2];
+    uint32_t ta, tb, tc;
+    ASSERT_EQ(cdag_throttle_try_acquire(a, 400, &ta), 1);  // all 4 tokens
+    EXPECT_EQ(cdag_throttle_try_acquire(b, 200, &tb), 0);  // b draws ticket first, needs 2
+    EXPECT_EQ(cdag_throttle_try_acquire(c, 100, &tc), 0);  // c draws the next, needs 1
+    cdag_throttle_release(a, 1);                            // 1 free: enough for c, not for b
+    EXPECT_EQ(cdag_throttle_try_acquire(c, 100, &tc), 0) << "c overtook b";
+    EXPECT_EQ(cdag_throttle_try_acquire(b, 200, &tb), 0);
+    cdag_throttle_release(a, 3);
+    EXPECT_EQ(cdag_throttle_try_acquire(c, 100, &tc), 0) << "still b's turn";
+    EXPECT_EQ(cdag_throttle_try_acquire(b, 200, &tb), 1);
+    EXPECT_EQ(tb, 2u);
+    EXPECT_EQ(cdag_throttle_try_acquire(c, 100, &tc), 1);
+    int64_t fr, held;
+    int32_t inj;
+    cdag_throttle_pool_state(a, &fr, &held, &inj);
+    EXPECT_EQ(fr + held, 4);
+    EXPECT_EQ(held, 3);
+}
+
+TEST(Throttle, ConcurrencyLimit)
+{
+    Handles hs;
+    open_handles(hs, node_cfg(8, 0, 1), pool_name("cct"), 2);
+    cdag_throttle_t *a = hs.h[0], *b = hs.h[1];
+    uint32_t t1, t2, tb;
+    ASSERT_EQ(cdag_throttle_try_acquire(a, 8, &t1), 1);
+    ASSERT_EQ(cdag_throttle_try_acquire(a, 8, &t2), 1) << "a is injecting already";
+    EXPECT_EQ(cdag_throttle_try_acquire(b, 8, &tb), 0) << "two ranks injecting with concurrency 1";
+    cdag_throttle_release(a, t1);
+    EXPECT_EQ(cdag_throttle_try_acquire(b, 8, &tb), 0) << "a still has a message in flight";
+    cdag_throttle_release(a, t2);
+    EXPECT_EQ(cdag_throttle_try_acquire(b, 8, &tb), 1);
+    int64_t fr, held;
+    int32_t inj;
+    cdag_throttle_pool_state(b, &fr, &held, &inj);
+    EXPECT_EQ(inj, 1);
+}
+
+// Several processes hammer one pool; tokens are conserved and never negative.
+TEST(Throttle, TokensConservedAcrossProcesses)
+{
+    const int nproc = 4;
+    const uint32_t cap = 5;
+    std::string name = pool_name("procs");
+    auto cfg = node_cfg(cap, 3, 3, 64);
+    char err[256];
+    cdag_throttle_t *leader = cdag_throttle_create(&cfg, name.c_str(), 0, nproc + 1, err, sizeof(err));
+    ASSERT_NE(leader, nullptr) << err;
+    std::vector<pid_t> kids;
+    for (int k = 1; k <= nproc; ++k) {
+        pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            cdag_throttle_t *t = cdag_throttle_create(&cfg, name.c_str(), k, nproc + 1, err, sizeof(err));
+            if (!t) _exit(3);
+            std::mt19937 rng(k);
+            std::vector<uint32_t> held;
+            int bad = 0;
+            for (int i = 0; i < 20000; ++i) {
+                uint32_t tok;
+                if (held.size() < 3 && rng() % 2 && cdag_throttle_try_acquire(t, rng() % 300, &tok)) {
+                    held.push_back(tok);
+                } else if (!held.empty()) {
+                    cdag_throttle_release(t, held.back());
+                    held.pop_back();
+                }
+                int64_t fr, h;
+                int32_t inj;
+                cdag_throttle_pool_state(t, &fr, &h, &inj);
+                if (fr < 0 || fr > cap || inj < 0 || inj > 3) bad = 1;
+            }
+            while (!held.empty()) {
+                cdag_throttle_release(t, held.back());
+                held.pop_back();
+            }
+            cdag_throttle_destroy(t);
+            _exit(bad ? 4 : 0);
+        }
+        kids.push_back(pid);
+    }
+    for (pid_t p : kids) {
+        int st = 0;
+        waitpid(p, &st, 0);
+        EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
+    }
+    int64_t fr, held;
+    int32_t inj;
+    cdag_throttle_pool_state(leader, &fr, &held, &inj);
+    EXPECT_EQ(fr, static_cast<int64_t>(cap)) << "tokens lost or created";
+    EXPECT_EQ(held, 0);
+    EXPECT_EQ(inj, 0);
+    cdag_throttle_destroy(leader);
+}
+
+// A rank killed while holding tokens (and a ticket) does not block the pool.
+TEST(Throttle, DeadRankIsRecovered)
+{
+    std::string name = pool_name("dead");
+    auto cfg = node_cfg(4, 0, 1, 0, 20);
+    char err[256];
+    cdag_throttle_t *leader = cdag_throttle_create(&cfg, name.c_str(), 0, 3, err, sizeof(err));
+    ASSERT_NE(leader, nullptr) << err;
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        cdag_throttle_t *t = cdag_throttle_create(&cfg, name.c_str(), 1, 3, err, sizeof(err));
+        uint32_t tok;
+        for (int i = 0; i < 3; ++i)
+            if (!t || !cdag_throttle_try_acquire(t, 8, &tok)) _exit(3);
+        raise(SIGKILL);  // dies holding 3 tokens and the injecting mark
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ASSERT_TRUE(WIFSIGNALED(st));
+    uint32_t tok;
+    int tries = 0;
+    while (!cdag_throttle_try_acquire(leader, 8, &tok) && tries < 1000) ++tries;
+    EXPECT_LT(tries, 1000) << "the dead rank's tokens were never recovered";
+    EXPECT_GE(tries, 19) << "admitted before the recovery period";
+    cdag_throttle_stats_t s;
+    cdag_throttle_stats(leader, &s);
+    EXPECT_EQ(s.recovered_tokens, 3u);
+    cdag_throttle_release(leader, tok);
+    int64_t fr, held;
+    int32_t inj;
+    cdag_throttle_pool_state(leader, &fr, &held, &inj);
+    EXPECT_EQ(fr, 4);
+    EXPECT_EQ(inj, 0);
+    cdag_throttle_destroy(leader);
+}
+
+// Random operations on several handles: the limits hold at every step and
+// every token comes back.
+TEST(Throttle, RandomPropertyLimitsHold)
+{
+    for (int seed = 1; seed <= 20; ++seed) {
+        SCOPED_TRACE("seed " + std::to_string(seed));
+        const int n = 4;
+        const uint32_t cap = 1 + seed % 6, rank_limit = 1 + seed % 3, cct = seed % 3;
+        Handles hs;
+        open_handles(hs, node_cfg(cap, rank_limit, cct, seed % 2 ? 128 : 0),
+                     pool_name(("prop" + std::to_string(seed)).c_str()), n);
+        std::mt19937 rng(seed);
+        std::vector<std::vector<uint32_t>> held(n);
+        for (int step = 0; step < 3000; ++step) {
+            int r = static_cast<int>(rng() % n);
+            uint32_t tok;
+            if (rng() % 2 && cdag_throttle_try_acquire(hs.h[r], rng() % 1000, &tok)) {
+                held[r].push_back(tok);
+            } else if (!held[r].empty()) {
+                cdag_throttle_release(hs.h[r], held[r].back());
+                held[r].pop_back();
+            }
+            int64_t fr, hsum;
+            int32_t inj;
+            cdag_throttle_pool_state(hs.h[0], &fr, &hsum, &inj);
+            ASSERT_GE(fr, 0);
+            ASSERT_EQ(fr + hsum, static_cast<int64_t>(cap)) << "step " << step;
+            ASSERT_LE(held[r].size(), rank_limit);
+            int injecting = 0;
+            for (auto &v : held) injecting += !v.empty();
+            ASSERT_EQ(inj, injecting);
+            if (cct) ASSERT_LE(inj, static_cast<int32_t>(cct));
+        }
+        for (int r = 0; r < n; ++r)
+            for (uint32_t t : held[r]) cdag_throttle_release(hs.h[r], t);
+        int64_t fr, hsum;
+        int32_t inj;
+        cdag_throttle_pool_state(hs.h[0], &fr, &hsum, &inj);
+        EXPECT_EQ(fr, static_cast<int64_t>(cap));
+        EXPECT_EQ(inj, 0);
+    }
+}
