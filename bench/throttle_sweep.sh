@@ -11,7 +11,7 @@
 #    (pml ucx with UCX_TLS=tcp,self): throughput per messages in flight per
 #    rank x active ranks x size, and the CCT / CRCT / NRCT it implies.
 # 2. coll/cdag alltoall and ialltoall (bench/coll_bench.c) with
-#    coll_cdag_throttle off / rank / node at 2 and 4 ranks, over shared
+#    coll_cdag_throttle off / rank / node at 2, 4 and 8 ranks, over shared
 #    memory and over TCP, each value best of 3, with the ratio to "off"
 #    (the seed accepts at most 4% overhead where throttling brings nothing).
 set -u -o pipefail
@@ -55,7 +55,7 @@ declare -A T=(
 for net in shm tcp; do
     env=()
     [ $net = tcp ] && env=(-x UCX_TLS=tcp,self)
-    for np in 2 4; do
+    for np in 2 4 8; do
         out=$(mktemp)
         for rep in 1 2 3; do
             for m in off rank node; do
