@@ -141,15 +141,15 @@ static int cdag_register(void)
         "token pool in shared memory shared by the ranks of a node, served first-come-first-served, "
         "and at most coll_cdag_throttle_concurrency ranks injecting at once)",
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, &throttle_value);
-    throttle_rank_limit = 8;
+    throttle_rank_limit = 16;  /* bench/throttle_sweep.sh here: small messages peak at 16 in flight per rank */
     (void)mca_base_component_var_register(c, "throttle_rank_limit",
         "Messages in flight per rank (CRCT) under throttle rank or node; 0 = unlimited",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &throttle_rank_limit);
-    throttle_node_tokens = 16;
+    throttle_node_tokens = 32;  /* ... 32 per node (2 ranks x 16); 256 KiB messages at 2 in flight */
     (void)mca_base_component_var_register(c, "throttle_node_tokens",
         "Tokens of the node pool (NRCT) under throttle node",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &throttle_node_tokens);
-    throttle_bpt = 0;
+    throttle_bpt = 16384;  /* so a 256 KiB message takes 16 of the 32 tokens: 2 in flight */
     (void)mca_base_component_var_register(c, "throttle_bytes_per_token",
         "Bytes one token pays for (a message takes ceil(bytes / this), at least 1, at most the "
         "pool); 0 = one token per message",
