@@ -14,6 +14,9 @@
 #    coll_cdag_throttle off / rank / node at 2, 4 and 8 ranks, over shared
 #    memory and over TCP, each value best of 3, with the ratio to "off"
 #    (the seed accepts at most 4% overhead where throttling brings nothing).
+# 3. bench/throttle_isend.c: many outstanding MPI_Isend per rank, each one
+#    admitted by the same throttling engine in mode off / rank / node, at
+#    2, 4 and 8 ranks over shared memory (ob1) and TCP (ucx, tcp,self).
 set -u -o pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 QUICK=0
@@ -31,6 +34,12 @@ for p in throttle_sweep coll_bench; do
         mpicc -O2 -Wall -o "$HERE/build/$p" "$HERE/$p.c" || exit 1
     fi
 done
+if [ ! -x "$HERE/build/throttle_isend" ] || [ "$HERE/throttle_isend.c" -nt "$HERE/build/throttle_isend" ] ||
+   [ "$HERE/../coll_cdag/throttle.cc" -nt "$HERE/build/throttle_isend" ]; then
+    mpicxx -O2 -std=c++17 -c -o "$HERE/build/throttle.o" "$HERE/../coll_cdag/throttle.cc" &&
+        mpicc -O2 -Wall -c -o "$HERE/build/throttle_isend.o" "$HERE/throttle_isend.c" &&
+        mpicxx -o "$HERE/build/throttle_isend" "$HERE/build/throttle_isend.o" "$HERE/build/throttle.o" || exit 1
+fi
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
 UCX=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any)
 SIZES=64,1024,16384,262144
@@ -76,6 +85,26 @@ for net in shm tcp; do
                    for (i = 1; i <= n; i++) { split(order[i], p, " "); o = best["off" SUBSEP order[i]]
                        r = best["rank" SUBSEP order[i]]; d = best["node" SUBSEP order[i]]
                        printf "%-12s %9s %10.2f %10.2f %10.2f %9.2f %9.2f\n", p[1], p[2], o, r, d, r / o, d / o } }' "$out"
+        rm -f "$out"
+    done
+done
+
+echo; echo "######## 3. many outstanding isends admitted by the throttle (MB/s, higher is better; best of 5)"
+for net in shm tcp; do
+    args=(--mca pml ob1)
+    [ $net = tcp ] && args=("${UCX[@]}" -x UCX_TLS=tcp,self)
+    for np in 2 4 8; do
+        out=$(mktemp)
+        for m in off rank node; do
+            timeout 300 "${MPIRUN[@]}" -np $np "${args[@]}" "$HERE/build/throttle_isend" $m -s 64,1024,16384,262144 -n 256 |
+                grep '^isend' >>"$out"
+        done
+        echo; echo "#### $net, np $np"
+        awk '{ k = $3; id = $2 SUBSEP k; v[id] = $4
+               if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
+             END { printf "%9s %10s %10s %10s %9s %9s\n", "bytes", "off", "rank", "node", "rank/off", "node/off"
+                   for (i = 1; i <= n; i++) { k = order[i]; o = v["off" SUBSEP k]; r = v["rank" SUBSEP k]; d = v["node" SUBSEP k]
+                       printf "%9s %10.1f %10.1f %10.1f %9.2f %9.2f\n", k, o, r, d, (o ? r / o : 0), (o ? d / o : 0) } }' "$out"
         rm -f "$out"
     done
 done
