@@ -78,5 +78,33 @@ case " $TESTS " in *" overlap "*)
     report overlap "overlap [%] of nonblocking collectives with computation, higher is better" max
     report pure_us "nonblocking collective alone (icoll + wait) [us], lower is better" min ;;
 esac
+# PNG plots (gnuplot, when installed): one clustered bar chart per table
+plot() {  # key  title  ylabel
+    local dat=$OUT/$1.dat
+    awk -v key="$1" '
+        $2 == key { k = $3 "@" $4; v = $5 + 0
+                    if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+                    id = $1 SUBSEP k
+                    if (!(id in best) || (key == "overlap" ? v > best[id] : v < best[id])) best[id] = v }
+        END { print "case tuned cdag cdag-thread"
+              for (i = 1; i <= n; i++) print order[i], best["tuned" SUBSEP order[i]] + 0,
+                  best["cdag" SUBSEP order[i]] + 0, best["cdag-thread" SUBSEP order[i]] + 0 }' "$OUT/raw.txt" >"$dat"
+    [ "$(wc -l <"$dat")" -gt 1 ] || return 0
+    {
+        echo "set terminal pngcairo size 1200,600 noenhanced"
+        echo "set output '$OUT/$1.png'"
+        echo "set title '$2 (np $NP)'"
+        echo "set ylabel '$3'"
+        echo "set style data histograms; set style histogram clustered gap 1; set style fill solid 0.8"
+        echo "set xtics rotate by -45; set key top left; set grid ytics"
+        [ "$1" = lat ] && echo "set logscale y"
+        echo "plot '$dat' using 2:xtic(1) title columnheader(2), '' using 3 title columnheader(3), '' using 4 title columnheader(4)"
+    } >"$OUT/$1.gp"
+    gnuplot "$OUT/$1.gp" 2>/dev/null && echo "# plot: $OUT/$1.png"
+}
+if command -v gnuplot >/dev/null 2>&1; then
+    case " $TESTS " in *" lat "*) plot lat "blocking collective latency" "us (log)" ;; esac
+    case " $TESTS " in *" overlap "*) plot overlap "overlap of nonblocking collectives with computation" "percent" ;; esac
+fi
 echo
 echo "# raw: $OUT/raw.txt"
