@@ -67,6 +67,7 @@ struct cdag_throttle {
     uint64_t my_ticket = 0;
     uint32_t waits = 0;
     bool marked = false;  // counted in Pool::injecting
+    bool unlinked = false;  // creator: the name is gone, the mappings keep the pool
     cdag_throttle_stats_t st{};
 };
 
@@ -114,6 +115,18 @@ void recover(cdag_throttle *t)
         uint64_t e = serving;
         if (!recorded && p->now_serving.compare_exchange_strong(e, serving + 1)) ++t->st.skipped_tickets;
     }
+}
+
+/* Once every local rank has attached, the creator removes the pool's name:
+ * the segment then lives exactly as long as some process maps it, so a
+ * job that aborts leaves nothing behind in /dev/shm. */
+void maybe_unlink(cdag_throttle *t)
+{
+    if (!t->creator || t->unlinked) return;
+    for (uint32_t i = 0; i < t->pool->nslots; ++i)
+        if (t->pool->slots[i].pid.load() == 0) return;
+    shm_unlink(t->name.c_str());
+    t->unlinked = true;
 }
 
 }  // namespace
@@ -215,7 +228,7 @@ void cdag_throttle_destroy(cdag_throttle_t *t)
         s.ticket.store(0);
         s.pid.store(0);
         munmap(t->pool, t->map_len);
-        if (t->creator) shm_unlink(t->name.c_str());
+        if (t->creator && !t->unlinked) shm_unlink(t->name.c_str());
     }
     delete t;
 }
@@ -243,6 +256,7 @@ int cdag_throttle_try_acquire(cdag_throttle_t *t, uint64_t bytes, uint32_t *toke
     if (t->cfg.mode == CDAG_THROTTLE_NODE) {
         Pool *p = t->pool;
         Slot &me = p->slots[t->slot];
+        if (t->creator && !t->unlinked) maybe_unlink(t);
         /* Nobody queued: take the tokens without a ticket (two shared
          * atomics fewer per message).  A waiter's ticket disables this. */
         bool fast = t->my_ticket == 0 && p->now_serving.load() == p->next_ticket.load();

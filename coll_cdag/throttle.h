@@ -17,6 +17,10 @@
  * message completed.  Modes: off (everything admitted), rank (CRCT), node
  * (CRCT + NRCT + CCT).
  *
+ * The pool's name is removed as soon as every local rank has attached, so
+ * the segment disappears with the last process that maps it, also when
+ * the job aborts.
+ *
  * Dead ranks: every rank records its pid, its tokens and its ticket in its
  * slot of the segment.  A rank that has waited for more than
  * recover_after polls checks the pids of the other slots and, for a dead
