@@ -79,7 +79,7 @@ static char *progress_value = NULL;
 static unsigned long long seg_size = 0, eager_size = 8192;
 static mca_base_var_enum_t *progress_enum = NULL;
 static char *throttle_value = NULL;
-static int throttle_rank_limit, throttle_node_tokens, throttle_concurrency, throttle_recover;
+static int throttle_rank_limit, throttle_node_tokens, throttle_concurrency, throttle_recover, throttle_cache;
 static unsigned long long throttle_bpt;
 
 static int cdag_register(void)
@@ -159,6 +159,13 @@ static int cdag_register(void)
     (void)mca_base_component_var_register(c, "throttle_concurrency",
         "Ranks of a node injecting at once (CCT) under throttle node; 0 = unlimited",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &throttle_concurrency);
+    throttle_cache = -1;
+    (void)mca_base_component_var_register(c, "throttle_token_cache",
+        "Tokens a rank may keep between messages under throttle node, so a rank alone on an idle "
+        "pool touches no shared memory per message; filled only while half the pool is free and "
+        "given back as soon as another rank waits. -1 = node_tokens / (2 x local ranks of the "
+        "communicator), 0 = off",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY, &throttle_cache);
     throttle_recover = 1000;
     (void)mca_base_component_var_register(c, "throttle_recover_polls",
         "Unsuccessful admission attempts after which a waiting rank reclaims the tokens and the "
@@ -210,6 +217,10 @@ static void register_pvars(void)
              &cdag_glue_stats.thread_sleeps);
     reg_pvar("throttled", "Schedule messages that waited for admission (token throttling)",
              &cdag_glue_stats.throttled);
+    reg_pvar("throttle_pools", "Node token pools opened, one per communicator (coll_cdag_throttle node)",
+             &cdag_glue_stats.throttle_pools);
+    reg_pvar("token_cache_hits", "Schedule messages admitted from the rank's token cache without "
+             "touching the node pool (coll_cdag_throttle_token_cache)", &cdag_glue_stats.token_cache_hits);
 }
 
 /* ------------------------------------------------------------ open / close */
@@ -285,9 +296,7 @@ static int cdag_open(void)
     cfg.throttle_concurrency = (uint32_t)throttle_concurrency;
     cfg.throttle_bytes_per_token = throttle_bpt;
     cfg.throttle_recover = (uint32_t)(throttle_recover > 0 ? throttle_recover : 1000);
-    /* one pool per job and node: the job id is unique among the jobs of the node */
-    snprintf(cfg.throttle_pool, sizeof(cfg.throttle_pool), "/rdrp-cdag-%u-%u",
-             (unsigned)OPAL_PROC_MY_NAME.jobid, (unsigned)getuid());
+    cfg.throttle_cache = throttle_cache;
     cfg.eager_buffers = (size_t)(p->eager_buffers > 0 ? p->eager_buffers : 0);
     cfg.eager_size = (size_t)eager_size;
     for (int i = 0; i < CDAG_NCOLL; ++i) {

@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <deque>
@@ -119,6 +120,10 @@ struct cdag_glue_comm {
     std::vector<ucp_ep_h> eps;
     uint32_t next_sched = 0;
     std::map<PlanKey, std::shared_ptr<const cdag::Plan>> cache;
+    cdag_throttle_t *pool = nullptr;  // node token pool of this communicator (throttle node)
+    uint32_t sends = 0;               // sends in flight: the communicator outlives them
+    bool doomed = false;              // destroyed while sends were in flight
+    uint64_t cache_hits = 0;          // the pool's, as last seen
     Tr tr;
     cdag_glue_comm() : tr(this) {}
 };
@@ -150,7 +155,9 @@ struct Global {
     std::atomic<bool> stop{false};
     std::atomic<bool> thread_running{false};
     std::atomic<int> active_runs{0};  // started and not yet seen done: the engine thread stays hot
-    cdag_throttle_t *throttle = nullptr;
+    bool throttling = false;              // coll_cdag_throttle rank or node
+    cdag_throttle_t *rank_thr = nullptr;  // CRCT, for every communicator of the process
+    std::vector<::cdag_glue_comm *> pooled;  // communicators with a node pool (cache polling)
     struct Pending {
         ::cdag_glue_comm *c;
         cdag::Executor *ex;
@@ -174,6 +181,7 @@ struct Lock {
 
 /* ------------------------------------------------------------ sends */
 struct SendCtx {
+    Comm *c;
     cdag::Executor *ex;
     cdag::VertexId v;
     uint32_t tokens;  // admission tokens held until completion
@@ -181,23 +189,54 @@ struct SendCtx {
 };
 
 void drain_pending();
+void comm_free(Comm *c);
+
+/* Admission: the rank's limit, then the communicator's node pool. */
+bool admit(Comm *c, uint64_t len, uint32_t *tokens)
+{
+    uint32_t none;
+    *tokens = 0;
+    if (G.rank_thr && !cdag_throttle_try_acquire(G.rank_thr, len, &none)) return false;
+    if (c->pool) {
+        if (!cdag_throttle_try_acquire(c->pool, len, tokens)) {
+            if (G.rank_thr) cdag_throttle_release(G.rank_thr, 0);
+            return false;
+        }
+        cdag_throttle_stats_t st;
+        cdag_throttle_stats(c->pool, &st);
+        if (st.cache_hits != c->cache_hits) {
+            ++cdag_glue_stats.token_cache_hits;
+            c->cache_hits = st.cache_hits;
+        }
+    }
+    return true;
+}
+
+void unadmit(Comm *c, uint32_t tokens)
+{
+    if (G.rank_thr) cdag_throttle_release(G.rank_thr, 0);
+    if (c->pool) cdag_throttle_release(c->pool, tokens);
+}
 
 void send_done(void *request, ucs_status_t status, void *user_data)
 {
     auto *s = static_cast<SendCtx *>(user_data);
     if (request) ucp_request_free(request);
-    if (G.throttle) cdag_throttle_release(G.throttle, s->tokens);
+    Comm *c = s->c;
+    if (G.throttling) unadmit(c, s->tokens);
     if (status == UCS_OK) s->ex->complete(s->v);
     else s->ex->fail(s->v, static_cast<int>(status));
     delete s;
-    if (G.throttle && !G.pending.empty()) drain_pending();
+    if (--c->sends == 0 && c->doomed) comm_free(c);
+    if (G.throttling && !G.pending.empty()) drain_pending();
 }
 
 int send_now(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id,
              const void *buf, uint64_t len, uint32_t tokens)
 {
-    auto *s = new (std::nothrow) SendCtx{&ex, v, tokens, AmHdr{c->cid, c->rank, id.sched, id.seq, id.tag, 0}};
+    auto *s = new (std::nothrow) SendCtx{c, &ex, v, tokens, AmHdr{c->cid, c->rank, id.sched, id.seq, id.tag, 0}};
     if (!s) return -1;
+    ++c->sends;
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = send_done;
@@ -210,8 +249,9 @@ int send_now(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag
         return 0;
     }
     if (UCS_PTR_IS_ERR(sp)) {
-        if (G.throttle) cdag_throttle_release(G.throttle, tokens);
+        if (G.throttling) unadmit(c, tokens);
         delete s;
+        --c->sends;
         return static_cast<int>(UCS_PTR_STATUS(sp));
     }
     return 0;
@@ -226,13 +266,31 @@ void drain_pending()
     while (!G.pending.empty()) {
         uint32_t tokens;
         Global::Pending &q = G.pending.front();
-        if (!cdag_throttle_try_acquire(G.throttle, q.len, &tokens)) break;
+        if (!admit(q.c, q.len, &tokens)) break;
         Global::Pending p = q;
         G.pending.pop_front();
         int rc = send_now(p.c, *p.ex, p.v, p.peer, p.id, p.buf, p.len, tokens);
         if (rc != 0) p.ex->fail(p.v, rc);
     }
     draining = false;
+}
+
+void comm_free(Comm *c)
+{
+    if (c->pool) {
+        G.pooled.erase(std::find(G.pooled.begin(), G.pooled.end(), c));
+        cdag_throttle_destroy(c->pool);
+    }
+    delete c;
+}
+
+/* From progress: queued sends may go now (a peer rank freed tokens), and
+ * token caches go back to their pools when somebody waits there. */
+void throttle_progress()
+{
+    if (!G.pending.empty()) drain_pending();
+    for (Comm *c : G.pooled)
+        if (cdag_throttle_cached(c->pool)) cdag_throttle_poll(c->pool);
 }
 
 /* The single injection point of every schedule message: admission
@@ -242,7 +300,7 @@ int inject(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::
 {
     if (peer < 0 || peer >= c->size || !c->eps[peer]) return -1;
     uint32_t tokens = 0;
-    if (G.throttle && (!G.pending.empty() || !cdag_throttle_try_acquire(G.throttle, len, &tokens))) {
+    if (G.throttling && (!G.pending.empty() || !admit(c, len, &tokens))) {
         ++cdag_glue_stats.throttled;
         G.pending.push_back(Global::Pending{c, &ex, v, peer, id, buf, len});
         drain_pending();
@@ -455,7 +513,7 @@ void engine_loop()
         {
             Lock l;
             n = ucp_worker_progress(G.w);
-            if (G.throttle && !G.pending.empty()) drain_pending();
+            if (G.throttling) throttle_progress();
         }
         if (n) {
             idle = 0;
@@ -509,18 +567,14 @@ int cdag_glue_init(const cdag_glue_config_t *config)
         cdag_glue_fini();
         return -1;
     }
-    if (config->throttle_mode != CDAG_THROTTLE_OFF) {
+    G.throttling = config->throttle_mode != CDAG_THROTTLE_OFF;
+    if (G.throttling && config->throttle_rank_limit) {  // node pools come with their communicators
         cdag_throttle_config_t tc{};
-        tc.mode = config->throttle_mode;
+        tc.mode = CDAG_THROTTLE_RANK;
         tc.rank_limit = config->throttle_rank_limit;
-        tc.node_tokens = config->throttle_node_tokens;
-        tc.bytes_per_token = config->throttle_bytes_per_token;
-        tc.concurrency = config->throttle_concurrency;
-        tc.recover_after = config->throttle_recover;
         char err[256] = "";
-        G.throttle = cdag_throttle_create(&tc, config->throttle_pool, config->local_rank,
-                                          config->local_ranks, err, sizeof(err));
-        if (!G.throttle) {
+        G.rank_thr = cdag_throttle_create(&tc, nullptr, 0, 1, err, sizeof(err));
+        if (!G.rank_thr) {
             G.err = err;
             cdag_glue_fini();
             return -1;
@@ -555,10 +609,16 @@ void cdag_glue_fini(void)
         if (!kv.second.pulling) shadow_release(kv.second);
     G.unexpected.clear();
     G.pending.clear();
-    if (G.throttle) {
-        cdag_throttle_destroy(G.throttle);
-        G.throttle = nullptr;
+    for (Comm *c : G.pooled) {  // communicators still alive at shutdown give their pools back
+        cdag_throttle_destroy(c->pool);
+        c->pool = nullptr;
     }
+    G.pooled.clear();
+    if (G.rank_thr) {
+        cdag_throttle_destroy(G.rank_thr);
+        G.rank_thr = nullptr;
+    }
+    G.throttling = false;
     G.posted.clear();
     G.eps.clear();
     if (G.uw) {
@@ -598,7 +658,8 @@ int cdag_glue_connect(uint64_t peer_id, const void *addr, size_t len, int remote
     return 0;
 }
 
-cdag_glue_comm_t *cdag_glue_comm_create(uint32_t cid, int rank, int size, const uint64_t *peer_ids)
+cdag_glue_comm_t *cdag_glue_comm_create(uint32_t cid, int rank, int size, const uint64_t *peer_ids,
+                                        const char *pool_name, int local_index, int local_size)
 {
     Lock l;
     auto *c = new (std::nothrow) cdag_glue_comm;
@@ -616,6 +677,26 @@ cdag_glue_comm_t *cdag_glue_comm_create(uint32_t cid, int rank, int size, const 
         }
         c->eps[r] = it->second;
     }
+    if (G.cfg.throttle_mode == CDAG_THROTTLE_NODE) {
+        cdag_throttle_config_t tc{};
+        tc.mode = CDAG_THROTTLE_NODE;
+        tc.node_tokens = G.cfg.throttle_node_tokens;
+        tc.bytes_per_token = G.cfg.throttle_bytes_per_token;
+        tc.concurrency = G.cfg.throttle_concurrency;
+        tc.recover_after = G.cfg.throttle_recover;
+        int cache = G.cfg.throttle_cache;
+        if (cache < 0) cache = static_cast<int>(G.cfg.throttle_node_tokens) / (2 * std::max(local_size, 1));
+        tc.cache = static_cast<uint32_t>(cache);
+        char err[256] = "";
+        c->pool = cdag_throttle_create(&tc, pool_name, local_index, local_size, err, sizeof(err));
+        if (!c->pool) {
+            G.err = err;
+            delete c;
+            return nullptr;
+        }
+        G.pooled.push_back(c);
+        ++cdag_glue_stats.throttle_pools;
+    }
     return c;
 }
 
@@ -632,8 +713,15 @@ void cdag_glue_comm_destroy(cdag_glue_comm_t *c)
             ++it;
         }
     }
-    delete c;
+    for (auto it = G.pending.begin(); it != G.pending.end();) {
+        if (it->c == c) it = G.pending.erase(it);
+        else ++it;
+    }
+    if (c->sends) c->doomed = true;  // the last send_done frees it
+    else comm_free(c);
 }
+
+int cdag_glue_throttle_mode(void) { return G.cfg.throttle_mode; }
 
 uint32_t cdag_glue_comm_next_sched(cdag_glue_comm_t *c)
 {
@@ -791,7 +879,7 @@ int cdag_glue_progress(void)
     if (G.thread_running) return 0;  // the engine thread owns the worker
     Lock l;
     int n = static_cast<int>(ucp_worker_progress(G.w));
-    if (G.throttle && !G.pending.empty()) drain_pending();  // a peer rank may have freed tokens
+    if (G.throttling) throttle_progress();
     return n;
 }
 

@@ -46,7 +46,7 @@ typedef struct cdag_glue_config {
     int      throttle_mode;
     uint32_t throttle_rank_limit, throttle_node_tokens, throttle_concurrency, throttle_recover;
     uint64_t throttle_bytes_per_token;
-    char     throttle_pool[64];   /* shm name of the node pool */
+    int      throttle_cache;      /* tokens a rank keeps between messages; < 0: node_tokens / (2 x local ranks) */
     size_t eager_buffers;     /* pre-allocated shadow buffers for unexpected small messages */
     size_t eager_size;        /* their size */
     cdag_glue_algo_t algo[CDAG_NCOLL];
@@ -63,6 +63,8 @@ typedef struct cdag_glue_stats {
     uint64_t rndv_msgs;        /* messages that went by UCX rendezvous */
     uint64_t thread_sleeps;    /* engine thread: times it slept on the event fd */
     uint64_t throttled;        /* sends that had to wait for admission (token throttling) */
+    uint64_t throttle_pools;   /* node token pools opened (one per communicator, throttle node) */
+    uint64_t token_cache_hits; /* sends admitted from the rank's token cache, no shared memory touched */
 } cdag_glue_stats_t;
 extern cdag_glue_stats_t cdag_glue_stats;
 
@@ -77,9 +79,14 @@ void cdag_glue_worker_address_release(void *addr);
 int  cdag_glue_connect(uint64_t peer_id, const void *addr, size_t len, int remote);
 int  cdag_glue_connected(uint64_t peer_id);
 
-/* One communicator. */
+/* One communicator.  Under node throttling, pool_name names the
+ * communicator's node token pool (coll_cdag/throttle.h), which this rank
+ * opens as local_index of the local_size members on its node; NULL
+ * otherwise. */
 typedef struct cdag_glue_comm cdag_glue_comm_t;
-cdag_glue_comm_t *cdag_glue_comm_create(uint32_t cid, int rank, int size, const uint64_t *peer_ids);
+cdag_glue_comm_t *cdag_glue_comm_create(uint32_t cid, int rank, int size, const uint64_t *peer_ids,
+                                        const char *pool_name, int local_index, int local_size);
+int cdag_glue_throttle_mode(void);
 void cdag_glue_comm_destroy(cdag_glue_comm_t *c);
 /* The next schedule id: every rank calls its collectives in the same
  * order, so the same call gets the same id everywhere. */

@@ -7,13 +7,42 @@
  */
 #include "coll_cdag.h"
 #include "coll_cdag_entry.h"
+#include "throttle.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ompi/mca/coll/base/base.h"
 #include "ompi/proc/proc.h"
 #include "opal/mca/pmix/pmix.h"
 #include "opal/util/show_help.h"
+
+/* The communicator's node token pool: the members on this node (Open MPI
+ * locality) share it.  Its name holds the job, the cid and a hash of those
+ * members, so two live communicators never share a name on a node (a cid
+ * comes back only for another set of members or after every member freed
+ * the old communicator). */
+static void node_pool_name(ompi_communicator_t *comm, const uint64_t *ids, char *name, size_t len,
+                           int *local_index, int *local_size)
+{
+    int me = ompi_comm_rank(comm), n = 0;
+    uint64_t h = 14695981039346656037ull;  /* FNV-1a over the local members' names */
+    *local_index = 0;
+    for (int r = 0; r < ompi_comm_size(comm); ++r) {
+        ompi_proc_t *proc = ompi_comm_peer_lookup(comm, r);
+        if (r != me && !OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags)) continue;
+        if (r == me) *local_index = n;
+        ++n;
+        for (int b = 0; b < 8; ++b) {
+            h ^= (ids[r] >> (8 * b)) & 0xff;
+            h *= 1099511628211ull;
+        }
+    }
+    *local_size = n;
+    snprintf(name, len, "/rdrp-cdag-%u-%u-%u-%016llx", (unsigned)OPAL_PROC_MY_NAME.jobid, (unsigned)getuid(),
+             (unsigned)comm->c_contextid, (unsigned long long)h);
+}
 
 static int cdag_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 
@@ -92,8 +121,17 @@ static int cdag_module_enable(mca_coll_base_module_t *module, struct ompi_commun
     if (!ids) return OMPI_ERR_OUT_OF_RESOURCE;
     int rc = connect_members(comm, ids);
     if (rc == OMPI_SUCCESS) {
-        m->gc = cdag_glue_comm_create(comm->c_contextid, ompi_comm_rank(comm), size, ids);
-        if (!m->gc) rc = OMPI_ERROR;
+        char pool[128];
+        int local_index = 0, local_size = 1;
+        if (cdag_glue_throttle_mode() == CDAG_THROTTLE_NODE) node_pool_name(comm, ids, pool, sizeof(pool), &local_index, &local_size);
+        m->gc = cdag_glue_comm_create(comm->c_contextid, ompi_comm_rank(comm), size, ids,
+                                      cdag_glue_throttle_mode() == CDAG_THROTTLE_NODE ? pool : NULL,
+                                      local_index, local_size);
+        if (!m->gc) {
+            opal_show_help("help-coll-cdag.txt", "comm-failed", true, opal_process_info.nodename,
+                           comm->c_name, cdag_glue_last_error());
+            rc = OMPI_ERROR;
+        }
     }
     free(ids);
     if (rc != OMPI_SUCCESS) return rc;

@@ -12,9 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
@@ -22,24 +24,30 @@
 namespace {
 
 constexpr uint32_t kReady = 0x7468726fu;  // "thro"
+constexpr size_t kLine = 64;
 
-struct Slot {
+/* Each rank's slot on a cache line of its own: the owner writes it after
+ * every change of its tokens, and nobody else does while it lives. */
+struct alignas(kLine) Slot {
     std::atomic<int32_t> pid;        // 0: free
-    std::atomic<int64_t> held;       // tokens held by this rank
-    std::atomic<uint64_t> ticket;    // ticket it waits with (0: none)
     std::atomic<int32_t> injecting;  // counted in Pool::injecting
+    std::atomic<int64_t> held;       // tokens of this rank: in messages + cached
+    std::atomic<uint64_t> ticket;    // ticket it waits with (0: none)
 };
 
+/* The fields that change at different rates live on different lines: the
+ * token count changes with every pool acquire/release; the ticket pair
+ * only when somebody has to wait, so the "does anybody wait?" check a
+ * rank makes per message reads a line that stays shared in every cache. */
 struct Pool {
-    std::atomic<uint32_t> state;
+    alignas(kLine) std::atomic<uint32_t> state;
     uint32_t nslots;
     int64_t capacity;
     uint32_t cct;
-    uint32_t pad;
-    std::atomic<int64_t> tokens;
-    std::atomic<uint64_t> next_ticket;
+    alignas(kLine) std::atomic<int64_t> tokens;
+    alignas(kLine) std::atomic<uint64_t> next_ticket;
     std::atomic<uint64_t> now_serving;
-    std::atomic<int32_t> injecting;
+    alignas(kLine) std::atomic<int32_t> injecting;
     Slot slots[1];
 };
 
@@ -49,9 +57,17 @@ size_t pool_bytes(uint32_t nslots) { return sizeof(Pool) + sizeof(Slot) * (nslot
 
 bool pid_dead(int32_t pid) { return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
 
-void nap() {
-    struct timespec ts = {0, 1000000};  // 1 ms
+void nap_us(long us)
+{
+    struct timespec ts = {0, us * 1000};
     nanosleep(&ts, nullptr);
+}
+
+double now_s()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 }  // namespace
@@ -61,13 +77,16 @@ struct cdag_throttle {
     Pool *pool = nullptr;
     size_t map_len = 0;
     int slot = 0;
-    bool creator = false;
+    bool priv = false;      // private memory (a single local rank)
+    bool full = false;      // every local rank attached; the name is gone
+    ino_t ino = 0;          // the segment's inode, to remove only our own name
     std::string name;
     uint32_t inflight = 0;
+    int64_t in_use = 0;     // tokens of this rank's messages in flight
+    int64_t cache = 0;      // tokens kept between messages
     uint64_t my_ticket = 0;
     uint32_t waits = 0;
-    bool marked = false;  // counted in Pool::injecting
-    bool unlinked = false;  // creator: the name is gone, the mappings keep the pool
+    bool marked = false;    // counted in Pool::injecting
     cdag_throttle_stats_t st{};
 };
 
@@ -76,6 +95,25 @@ namespace {
 void set_err(char *err, size_t len, const std::string &m)
 {
     if (err && len) snprintf(err, len, "%s", m.c_str());
+}
+
+bool queue_empty(const Pool *p)
+{
+    return p->now_serving.load(std::memory_order_acquire) == p->next_ticket.load(std::memory_order_acquire);
+}
+
+void publish_held(cdag_throttle *t)
+{
+    t->pool->slots[t->slot].held.store(t->in_use + t->cache, std::memory_order_release);
+}
+
+void flush_cache(cdag_throttle *t)
+{
+    if (!t->cache) return;
+    int64_t c = t->cache;
+    t->cache = 0;
+    publish_held(t);
+    t->pool->tokens.fetch_add(c);
 }
 
 /* Dead ranks give back what they held; their tickets are passed over. */
@@ -102,7 +140,7 @@ void recover(cdag_throttle *t)
             if (p->now_serving.compare_exchange_strong(e, serving + 1)) ++t->st.skipped_tickets;
             serving = p->now_serving.load();
         }
-        s.pid.store(0);
+        s.pid.store(-1);  // dead: never reclaimed twice, never taken for a live pool
     }
     /* A ticket nobody records (its taker died between drawing and
      * recording it, a window of a few instructions): pass over it once it
@@ -117,16 +155,127 @@ void recover(cdag_throttle *t)
     }
 }
 
-/* Once every local rank has attached, the creator removes the pool's name:
- * the segment then lives exactly as long as some process maps it, so a
- * job that aborts leaves nothing behind in /dev/shm. */
-void maybe_unlink(cdag_throttle *t)
+bool all_attached(const Pool *p)
 {
-    if (!t->creator || t->unlinked) return;
-    for (uint32_t i = 0; i < t->pool->nslots; ++i)
-        if (t->pool->slots[i].pid.load() == 0) return;
-    shm_unlink(t->name.c_str());
-    t->unlinked = true;
+    for (uint32_t i = 0; i < p->nslots; ++i)
+        if (p->slots[i].pid.load() == 0) return false;
+    return true;
+}
+
+/* Remove the pool's name if it still names our segment. */
+void unlink_own_name(cdag_throttle *t)
+{
+    int fd = shm_open(t->name.c_str(), O_RDONLY, 0);
+    if (fd < 0) return;
+    struct stat sb;
+    bool ours = fstat(fd, &sb) == 0 && sb.st_ino == t->ino;
+    close(fd);
+    if (ours) shm_unlink(t->name.c_str());
+}
+
+/* Once every local rank has attached, the name goes: the segment then
+ * lives exactly as long as some process maps it, so a job that aborts
+ * leaves nothing behind in /dev/shm. */
+void check_full(cdag_throttle *t)
+{
+    if (t->full || t->priv || !all_attached(t->pool)) return;
+    t->full = true;
+    unlink_own_name(t);
+}
+
+void init_pool(Pool *p, const cdag_throttle_config_t *cfg, int local_size)
+{
+    p->nslots = static_cast<uint32_t>(local_size);
+    p->capacity = cfg->node_tokens;
+    p->cct = cfg->concurrency;
+    p->tokens.store(cfg->node_tokens);
+    p->next_ticket.store(1);
+    p->now_serving.store(1);
+    p->injecting.store(0);
+    for (int i = 0; i < local_size; ++i) {
+        p->slots[i].pid.store(0);
+        p->slots[i].held.store(0);
+        p->slots[i].ticket.store(0);
+        p->slots[i].injecting.store(0);
+    }
+}
+
+/* A pool somebody else created: wait (briefly: its creator is between
+ * creating and initialising, waiting for nobody) until it is ready, and
+ * take our slot.  false: stale (full, of another shape, a dead member). */
+bool join_pool(Pool *p, int local_rank, int local_size)
+{
+    double until = now_s() + 5.0;
+    while (p->state.load(std::memory_order_acquire) != kReady) {
+        if (now_s() > until) return false;
+        nap_us(50);
+    }
+    if (p->nslots != static_cast<uint32_t>(local_size)) return false;
+    for (uint32_t i = 0; i < p->nslots; ++i) {
+        int32_t pid = p->slots[i].pid.load();
+        if (pid < 0 || pid_dead(pid)) return false;
+    }
+    int32_t expect = 0;
+    return p->slots[local_rank].pid.compare_exchange_strong(expect, static_cast<int32_t>(getpid()));
+}
+
+/* Open or create the shared pool; see throttle.h. */
+bool open_shared(cdag_throttle *t, int local_rank, int local_size, char *err, size_t errlen)
+{
+    const char *name = t->name.c_str();
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        bool created = false;
+        int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (fd >= 0) {
+            created = true;
+            if (ftruncate(fd, static_cast<off_t>(t->map_len)) != 0) {
+                set_err(err, errlen, std::string("cannot size the node token pool ") + name + ": " + strerror(errno));
+                close(fd);
+                shm_unlink(name);
+                return false;
+            }
+        } else if (errno == EEXIST) {
+            fd = shm_open(name, O_RDWR, 0600);
+            if (fd < 0) continue;  // removed in between: try to create it again
+        } else {
+            set_err(err, errlen, std::string("cannot create the node token pool ") + name + ": " + strerror(errno));
+            return false;
+        }
+        struct stat sb;
+        if (fstat(fd, &sb) != 0) {
+            close(fd);
+            continue;
+        }
+        t->ino = sb.st_ino;
+        if (!created && static_cast<size_t>(sb.st_size) < t->map_len) {
+            /* its creator is sizing it, or it is a stale pool of another shape */
+            close(fd);
+            if (attempt > 20) unlink_own_name(t);
+            nap_us(100);
+            continue;
+        }
+        void *m = mmap(nullptr, t->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (m == MAP_FAILED) {
+            set_err(err, errlen, std::string("cannot map the node token pool: ") + strerror(errno));
+            if (created) shm_unlink(name);
+            return false;
+        }
+        Pool *p = static_cast<Pool *>(m);
+        if (created) {
+            init_pool(p, &t->cfg, local_size);
+            p->slots[local_rank].pid.store(static_cast<int32_t>(getpid()));
+            p->state.store(kReady, std::memory_order_release);
+        } else if (!join_pool(p, local_rank, local_size)) {
+            munmap(m, t->map_len);
+            unlink_own_name(t);  // stale: replace it
+            continue;
+        }
+        t->pool = p;
+        return true;
+    }
+    set_err(err, errlen, std::string("cannot open the node token pool ") + name + " (stale pools keep appearing)");
+    return false;
 }
 
 }  // namespace
@@ -144,76 +293,35 @@ cdag_throttle_t *cdag_throttle_create(const cdag_throttle_config_t *cfg, const c
     t->cfg = *cfg;
     if (t->cfg.recover_after == 0) t->cfg.recover_after = 1000;
     if (cfg->mode != CDAG_THROTTLE_NODE) return t;
-    if (!name || local_rank < 0 || local_size <= 0 || local_rank >= local_size || cfg->node_tokens == 0) {
+    if (local_rank < 0 || local_size <= 0 || local_rank >= local_size || cfg->node_tokens == 0 ||
+        (local_size > 1 && !name)) {
         set_err(err, errlen, "node throttling needs a pool name, a local rank and at least one token");
         delete t;
         return nullptr;
     }
-    t->name = name;
     t->slot = local_rank;
     t->map_len = pool_bytes(static_cast<uint32_t>(local_size));
-    int fd = -1;
-    if (local_rank == 0) {
-        shm_unlink(name);  // a stale pool of a crashed job of the same name
-        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-        if (fd < 0 || ftruncate(fd, static_cast<off_t>(t->map_len)) != 0) {
-            set_err(err, errlen, std::string("cannot create the node token pool ") + name + ": " + strerror(errno));
-            if (fd >= 0) close(fd);
+    if (local_size == 1) {  // nobody to share with: private memory, no name
+        void *m = aligned_alloc(kLine, (t->map_len + kLine - 1) / kLine * kLine);
+        if (!m) {
+            set_err(err, errlen, "out of memory");
             delete t;
             return nullptr;
         }
-        t->creator = true;
-    } else {
-        for (int i = 0; i < 30000 && fd < 0; ++i) {  // up to ~30 s for the creator
-            fd = shm_open(name, O_RDWR, 0600);
-            struct stat sb;
-            if (fd >= 0 && (fstat(fd, &sb) != 0 || static_cast<size_t>(sb.st_size) < t->map_len)) {
-                close(fd);
-                fd = -1;
-            }
-            if (fd < 0) nap();
-        }
-        if (fd < 0) {
-            set_err(err, errlen, std::string("the node token pool ") + name + " never appeared");
-            delete t;
-            return nullptr;
-        }
+        memset(m, 0, t->map_len);
+        t->pool = static_cast<Pool *>(m);
+        t->priv = t->full = true;
+        init_pool(t->pool, &t->cfg, 1);
+        t->pool->slots[0].pid.store(static_cast<int32_t>(getpid()));
+        t->pool->state.store(kReady);
+        return t;
     }
-    void *m = mmap(nullptr, t->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) {
-        set_err(err, errlen, std::string("cannot map the node token pool: ") + strerror(errno));
-        if (t->creator) shm_unlink(name);
+    t->name = name;
+    if (!open_shared(t, local_rank, local_size, err, errlen)) {
         delete t;
         return nullptr;
     }
-    t->pool = static_cast<Pool *>(m);
-    Pool *p = t->pool;
-    if (t->creator) {
-        p->nslots = static_cast<uint32_t>(local_size);
-        p->capacity = cfg->node_tokens;
-        p->cct = cfg->concurrency;
-        p->tokens.store(cfg->node_tokens);
-        p->next_ticket.store(1);
-        p->now_serving.store(1);
-        p->injecting.store(0);
-        for (int i = 0; i < local_size; ++i) {
-            p->slots[i].pid.store(0);
-            p->slots[i].held.store(0);
-            p->slots[i].ticket.store(0);
-            p->slots[i].injecting.store(0);
-        }
-        p->state.store(kReady, std::memory_order_release);
-    } else {
-        for (int i = 0; i < 30000 && p->state.load(std::memory_order_acquire) != kReady; ++i) nap();
-        if (p->state.load() != kReady || p->nslots < static_cast<uint32_t>(local_size)) {
-            set_err(err, errlen, "the node token pool was not initialised in time");
-            munmap(m, t->map_len);
-            delete t;
-            return nullptr;
-        }
-    }
-    p->slots[local_rank].pid.store(static_cast<int32_t>(getpid()));
+    check_full(t);
     return t;
 }
 
@@ -226,9 +334,13 @@ void cdag_throttle_destroy(cdag_throttle_t *t)
         if (h) t->pool->tokens.fetch_add(h);
         if (s.injecting.exchange(0)) t->pool->injecting.fetch_sub(1);
         s.ticket.store(0);
-        s.pid.store(0);
-        munmap(t->pool, t->map_len);
-        if (t->creator && !t->unlinked) shm_unlink(t->name.c_str());
+        s.pid.store(-1);  // gone: the slot is never taken again
+        if (t->priv) {
+            free(t->pool);
+        } else {
+            if (!t->full && !all_attached(t->pool)) unlink_own_name(t);  // a member never came
+            munmap(t->pool, t->map_len);
+        }
     }
     delete t;
 }
@@ -242,6 +354,77 @@ uint32_t cdag_throttle_cost(const cdag_throttle_t *t, uint64_t bytes)
     return static_cast<uint32_t>(c);
 }
 
+namespace {
+
+/* CCT: count this rank as injecting when its first message goes out. */
+bool take_mark(cdag_throttle *t)
+{
+    Pool *p = t->pool;
+    if (!p->cct || t->marked) return true;
+    int32_t inj = p->injecting.load();
+    while (inj < static_cast<int32_t>(p->cct) && !p->injecting.compare_exchange_weak(inj, inj + 1)) {}
+    if (inj >= static_cast<int32_t>(p->cct)) return false;
+    t->marked = true;
+    p->slots[t->slot].injecting.store(1);
+    return true;
+}
+
+/* 1: admitted, the message holds `need` tokens; 0: wait. */
+int node_acquire(cdag_throttle *t, uint32_t need)
+{
+    Pool *p = t->pool;
+    Slot &me = p->slots[t->slot];
+    if (!t->full) check_full(t);
+    bool nobody_waits = queue_empty(p);  // a ticket of ours counts too
+    /* The token cache: nobody waits, so serving ourselves keeps FCFS. */
+    if (t->my_ticket == 0 && nobody_waits && t->cache >= need && take_mark(t)) {
+        t->cache -= need;
+        t->in_use += need;
+        ++t->st.cache_hits;
+        return 1;
+    }
+    if (!nobody_waits) flush_cache(t);
+    /* Nobody queued: take the tokens without a ticket (two shared
+     * atomics fewer per message).  A waiter's ticket disables this. */
+    bool fast = t->my_ticket == 0 && nobody_waits;
+    if (!fast && t->my_ticket == 0) {
+        t->my_ticket = p->next_ticket.fetch_add(1);
+        me.ticket.store(t->my_ticket);
+    }
+    if (!fast && p->now_serving.load() != t->my_ticket) return 0;
+    int64_t from_cache = std::min<int64_t>(t->cache, need);  // only when fast: else flushed
+    int64_t want = need - from_cache, have = p->tokens.load(), extra = 0;
+    bool got = false;
+    while (have >= want) {
+        /* fill the cache only while at least half of the pool stays free */
+        extra = fast ? std::min<int64_t>(t->cfg.cache - (t->cache - from_cache), have - want - p->capacity / 2) : 0;
+        if (extra < 0) extra = 0;
+        if ((got = p->tokens.compare_exchange_weak(have, have - want - extra))) break;
+    }
+    if (got && !take_mark(t)) {
+        p->tokens.fetch_add(want + extra);  // keep the turn, give the tokens back
+        got = false;
+    }
+    if (!got) {
+        if (fast) {  // queue up: from now on FCFS applies to us
+            flush_cache(t);
+            t->my_ticket = p->next_ticket.fetch_add(1);
+            me.ticket.store(t->my_ticket);
+        }
+        return 0;
+    }
+    t->cache += extra - from_cache;
+    t->in_use += need;
+    if (t->my_ticket) {
+        me.ticket.store(0);
+        p->now_serving.store(t->my_ticket + 1);
+        t->my_ticket = 0;
+    }
+    return 1;
+}
+
+}  // namespace
+
 int cdag_throttle_try_acquire(cdag_throttle_t *t, uint64_t bytes, uint32_t *tokens)
 {
     *tokens = 0;
@@ -254,55 +437,8 @@ int cdag_throttle_try_acquire(cdag_throttle_t *t, uint64_t bytes, uint32_t *toke
         return 0;
     }
     if (t->cfg.mode == CDAG_THROTTLE_NODE) {
-        Pool *p = t->pool;
-        Slot &me = p->slots[t->slot];
-        if (t->creator && !t->unlinked) maybe_unlink(t);
-        /* Nobody queued: take the tokens without a ticket (two shared
-         * atomics fewer per message).  A waiter's ticket disables this. */
-        bool fast = t->my_ticket == 0 && p->now_serving.load() == p->next_ticket.load();
-        if (!fast && t->my_ticket == 0) {
-            t->my_ticket = p->next_ticket.fetch_add(1);
-            me.ticket.store(t->my_ticket);
-        }
-        bool ok = false;
-        if (fast || p->now_serving.load() == t->my_ticket) {
-            uint32_t need = cdag_throttle_cost(t, bytes);
-            int64_t have = p->tokens.load();
-            while (have >= need && !p->tokens.compare_exchange_weak(have, have - need)) {}
-            if (have >= need) {
-                bool mark = t->inflight == 0 && !t->marked;
-                bool cct_ok = true;
-                if (mark && p->cct) {
-                    int32_t inj = p->injecting.load();
-                    while (inj < static_cast<int32_t>(p->cct) &&
-                           !p->injecting.compare_exchange_weak(inj, inj + 1)) {}
-                    cct_ok = inj < static_cast<int32_t>(p->cct);
-                } else if (mark) {
-                    p->injecting.fetch_add(1);
-                }
-                if (!cct_ok) {
-                    p->tokens.fetch_add(need);  // keep the turn, give the tokens back
-                } else {
-                    if (mark) {
-                        t->marked = true;
-                        me.injecting.store(1);
-                    }
-                    me.held.fetch_add(need);
-                    *tokens = need;
-                    if (!fast) {
-                        me.ticket.store(0);
-                        p->now_serving.store(t->my_ticket + 1);
-                        t->my_ticket = 0;
-                    }
-                    ok = true;
-                }
-            }
-        }
-        if (!ok) {
-            if (fast) {  // queue up: from now on FCFS applies to us
-                t->my_ticket = p->next_ticket.fetch_add(1);
-                me.ticket.store(t->my_ticket);
-            }
+        uint32_t need = cdag_throttle_cost(t, bytes);
+        if (!node_acquire(t, need)) {
             ++t->st.deferred;
             if (++t->waits >= t->cfg.recover_after) {
                 recover(t);
@@ -310,6 +446,8 @@ int cdag_throttle_try_acquire(cdag_throttle_t *t, uint64_t bytes, uint32_t *toke
             }
             return 0;
         }
+        publish_held(t);
+        *tokens = need;
         t->waits = 0;
     }
     ++t->inflight;
@@ -324,17 +462,33 @@ void cdag_throttle_release(cdag_throttle_t *t, uint32_t tokens)
     if (t->inflight) --t->inflight;
     if (t->cfg.mode != CDAG_THROTTLE_NODE) return;
     Pool *p = t->pool;
-    Slot &me = p->slots[t->slot];
-    if (tokens) {
-        me.held.fetch_sub(tokens);
-        p->tokens.fetch_add(tokens);
+    t->in_use -= tokens;
+    int64_t give = tokens;
+    if (queue_empty(p)) {  // keep what fits in the cache
+        int64_t keep = std::min<int64_t>(static_cast<int64_t>(t->cfg.cache) - t->cache, give);
+        if (keep > 0) {
+            t->cache += keep;
+            give -= keep;
+        }
+    } else {  // somebody waits: everything goes back
+        give += t->cache;
+        t->cache = 0;
     }
+    publish_held(t);
+    if (give) p->tokens.fetch_add(give);
     if (t->inflight == 0 && t->marked) {
         t->marked = false;
-        me.injecting.store(0);
+        p->slots[t->slot].injecting.store(0);
         p->injecting.fetch_sub(1);
     }
 }
+
+void cdag_throttle_poll(cdag_throttle_t *t)
+{
+    if (t->cache && !queue_empty(t->pool)) flush_cache(t);
+}
+
+uint32_t cdag_throttle_cached(const cdag_throttle_t *t) { return static_cast<uint32_t>(t->cache); }
 
 void cdag_throttle_stats(const cdag_throttle_t *t, cdag_throttle_stats_t *s)
 {

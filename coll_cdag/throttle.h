@@ -17,9 +17,20 @@
  * message completed.  Modes: off (everything admitted), rank (CRCT), node
  * (CRCT + NRCT + CCT).
  *
- * The pool's name is removed as soon as every local rank has attached, so
- * the segment disappears with the last process that maps it, also when
- * the job aborts.
+ * One pool per communicator and node (coll/cdag names it after the job,
+ * the communicator's cid and its local members).  Every local rank opens
+ * it when the communicator is set up; whichever comes first creates and
+ * initialises it, so nobody waits for another rank to arrive.  The last
+ * one to attach removes the name, so the segment disappears with the last
+ * process that maps it, also when the job aborts.  A pool of one local
+ * rank lives in private memory.
+ *
+ * Token cache: with cache > 0 a rank keeps up to that many tokens it took
+ * from the pool between messages (still counted as held), so a rank alone
+ * on an idle pool touches no shared cache line per message.  It only
+ * fills its cache while at least half of the pool is free, and gives the
+ * cache back as soon as anybody holds a ticket (at its next acquire,
+ * release or poll), so the node limit stays exact and FCFS holds.
  *
  * Dead ranks: every rank records its pid, its tokens and its ticket in its
  * slot of the segment.  A rank that has waited for more than
@@ -50,15 +61,16 @@ typedef struct cdag_throttle_config {
     uint64_t bytes_per_token;  /* 0: one token per message */
     uint32_t concurrency;      /* CCT: ranks injecting at once (0: unlimited) */
     uint32_t recover_after;    /* waiting polls before dead slots are reclaimed */
+    uint32_t cache;            /* tokens a rank may keep between messages (0: none) */
 } cdag_throttle_config_t;
 
 typedef struct cdag_throttle cdag_throttle_t;
 
-/* Attach to (or create) the node pool `name` (a POSIX shm name, e.g.
- * "/rdrp-cdag-<job>"), as local rank `local_rank` of `local_size`.  Local
- * rank 0 creates and initialises the segment (removing a stale one of the
- * same name); the others wait for it.  NULL with a message in err on
- * failure.  Mode off/rank needs no segment (name may be NULL). */
+/* Open the node pool `name` (a POSIX shm name) as local rank `local_rank`
+ * of `local_size`, creating it if this rank is the first.  A stale pool of
+ * the same name (left by a crashed job: full, or with a dead member) is
+ * replaced.  NULL with a message in err on failure.  Mode off/rank needs
+ * no segment (name may be NULL). */
 cdag_throttle_t *cdag_throttle_create(const cdag_throttle_config_t *cfg, const char *name,
                                       int local_rank, int local_size, char *err, size_t errlen);
 void cdag_throttle_destroy(cdag_throttle_t *t);
@@ -68,16 +80,22 @@ uint32_t cdag_throttle_cost(const cdag_throttle_t *t, uint64_t bytes);
 /* 1: admitted (the message holds *tokens until release); 0: not now. */
 int  cdag_throttle_try_acquire(cdag_throttle_t *t, uint64_t bytes, uint32_t *tokens);
 void cdag_throttle_release(cdag_throttle_t *t, uint32_t tokens);
+/* Gives the token cache back if somebody waits; cheap (one shared load).
+ * Call it from progress while cdag_throttle_cached() is not 0. */
+void cdag_throttle_poll(cdag_throttle_t *t);
+uint32_t cdag_throttle_cached(const cdag_throttle_t *t);
 
 /* Introspection (tests, MPI_T). */
 typedef struct cdag_throttle_stats {
     uint64_t admitted, deferred;   /* try_acquire answers */
     uint64_t recovered_tokens;     /* taken back from dead ranks */
     uint64_t skipped_tickets;      /* dead ranks' tickets passed over */
+    uint64_t cache_hits;           /* admitted from the token cache */
     uint32_t inflight, inflight_max;
 } cdag_throttle_stats_t;
 void cdag_throttle_stats(const cdag_throttle_t *t, cdag_throttle_stats_t *s);
-/* Pool state: free tokens, tokens held by live slots (sum), ranks injecting. */
+/* Pool state: free tokens, tokens held by live slots (sum, caches
+ * included), ranks injecting (counted only with a concurrency limit). */
 void cdag_throttle_pool_state(const cdag_throttle_t *t, int64_t *free_tokens, int64_t *held,
                               int32_t *injecting);
 

@@ -22,6 +22,7 @@
 #include "mpitest_mpit.h"
 
 #include <mpi-ext.h>
+#include <dirent.h>
 #include <limits.h>
 
 static int rank, size;
@@ -549,8 +550,10 @@ int main(int argc, char **argv)
     mt_init(&argc, &argv, "coll_cdag_all");
     rank = mt_rank;
     size = mt_size;
-    pvar_t runs, compiled, throttled;
+    pvar_t runs, compiled, throttled, pools, cache_hits;
     pvar_open(&runs, "coll_cdag_runs");
+    pvar_open(&pools, "coll_cdag_throttle_pools");
+    pvar_open(&cache_hits, "coll_cdag_token_cache_hits");
     pvar_open(&throttled, "coll_cdag_throttled"); /* counters count from the handle's creation */
     pvar_open(&compiled, "coll_cdag_schedules_compiled");
     MPI_Op_create(op_left, 0, &OP_LEFT);
@@ -614,6 +617,38 @@ int main(int argc, char **argv)
         if (mt_verbose) printf("[rank %d] throttled %lu (job %lu)\n", rank, mine, all);
     }
     pvar_close(&throttled);
+    if (getenv("MPITEST_EXPECT_POOLS") && atoi(getenv("MPITEST_EXPECT_POOLS"))) {
+        /* throttle node: one node token pool per communicator (WORLD, the
+         * dup and the split of the concurrency test), opened at set-up;
+         * their names are gone from /dev/shm once every member attached */
+        int want = atoi(getenv("MPITEST_EXPECT_POOLS"));
+        MPI_Comm d;
+        CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &d));
+        unsigned long before = pools.ok ? pvar_read(&pools) : 0;
+        MPI_Comm d2;
+        CHECK_MPI(MPI_Comm_dup(d, &d2));
+        CHECK_MPI(MPI_Barrier(d2));
+        CHECK(pools.ok && pvar_read(&pools) == before + 1, "a new communicator opened %lu node pools, not 1",
+              pools.ok ? pvar_read(&pools) - before : 0UL);
+        CHECK(pools.ok && pvar_read(&pools) >= (unsigned long)want, "%lu node pools opened, expected at least %d",
+              pools.ok ? pvar_read(&pools) : 0UL, want);
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        int left = 0;
+        DIR *dir = opendir("/dev/shm");
+        for (struct dirent *e; dir && (e = readdir(dir));)
+            if (strncmp(e->d_name, "rdrp-cdag-", 10) == 0) ++left;
+        if (dir) closedir(dir);
+        CHECK(left == 0, "%d node pool names still in /dev/shm after every rank attached", left);
+        MPI_Comm_free(&d2);
+        MPI_Comm_free(&d);
+    }
+    if (getenv("MPITEST_EXPECT_CACHE_HITS") && atoi(getenv("MPITEST_EXPECT_CACHE_HITS"))) {
+        unsigned long mine = cache_hits.ok ? pvar_read(&cache_hits) : 0, all = 0;
+        MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
+        CHECK(cache_hits.ok && all > 0, "token cache configured but never used");
+    }
+    pvar_close(&pools);
+    pvar_close(&cache_hits);
     long long prio = -1;
     if (runs.ok && cvar_int("coll_cdag_priority", &prio) && prio > 30)
         CHECK(pvar_read(&runs) > 0, "coll/cdag selected (priority %lld) but ran no schedule", prio);

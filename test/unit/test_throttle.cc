@@ -23,9 +23,10 @@ std::string pool_name(const char *what)
 }
 
 cdag_throttle_config_t node_cfg(uint32_t tokens, uint32_t rank_limit = 0, uint32_t cct = 0,
-                                uint64_t bpt = 0, uint32_t recover = 50)
+                                uint64_t bpt = 0, uint32_t recover = 50, uint32_t cache = 0)
 {
     cdag_throttle_config_t c{};
+    c.cache = cache;
     c.mode = CDAG_THROTTLE_NODE;
     c.node_tokens = tokens;
     c.rank_limit = rank_limit;
@@ -149,27 +150,151 @@ TEST(Throttle, ConcurrencyLimit)
 TEST(Throttle, PoolNameRemovedOnceAllAttached)
 {
     std::string name = pool_name("unlink");
-    Handles hs;
-    open_handles(hs, node_cfg(4), name, 2);
     std::string path = "/dev/shm" + name;
-    EXPECT_EQ(access(path.c_str(), F_OK), 0) << "name present before the creator's first acquire";
-    uint32_t tok;
-    ASSERT_EQ(cdag_throttle_try_acquire(hs.h[0], 8, &tok), 1);
+    char err[256];
+    auto c = node_cfg(4);
+    cdag_throttle_t *a = cdag_throttle_create(&c, name.c_str(), 0, 2, err, sizeof(err));
+    ASSERT_NE(a, nullptr) << err;
+    EXPECT_EQ(access(path.c_str(), F_OK), 0) << "name gone before every rank attached";
+    cdag_throttle_t *b = cdag_throttle_create(&c, name.c_str(), 1, 2, err, sizeof(err));
+    ASSERT_NE(b, nullptr) << err;
     EXPECT_NE(access(path.c_str(), F_OK), 0) << "name still in /dev/shm after every rank attached";
-    ASSERT_EQ(cdag_throttle_try_acquire(hs.h[1], 8, &tok), 1) << "the pool keeps working without its name";
+    uint32_t tok;
+    ASSERT_EQ(cdag_throttle_try_acquire(a, 8, &tok), 1);
+    ASSERT_EQ(cdag_throttle_try_acquire(b, 8, &tok), 1) << "the pool keeps working without its name";
     int64_t fr, held;
     int32_t inj;
-    cdag_throttle_pool_state(hs.h[1], &fr, &held, &inj);
+    cdag_throttle_pool_state(b, &fr, &held, &inj);
     EXPECT_EQ(held, 2);
+    EXPECT_EQ(fr, 2);
+    cdag_throttle_destroy(b);
+    cdag_throttle_destroy(a);
+}
+
+// Whoever comes first creates the pool: no rank waits for local rank 0.
+TEST(Throttle, AnyRankMayCreate)
+{
+    std::string name = pool_name("order");
+    auto c = node_cfg(3);
+    char err[256];
+    cdag_throttle_t *r2 = cdag_throttle_create(&c, name.c_str(), 2, 3, err, sizeof(err));
+    ASSERT_NE(r2, nullptr) << err;
+    uint32_t tok;
+    ASSERT_EQ(cdag_throttle_try_acquire(r2, 8, &tok), 1) << "usable before the others came";
+    cdag_throttle_t *r0 = cdag_throttle_create(&c, name.c_str(), 0, 3, err, sizeof(err));
+    cdag_throttle_t *r1 = cdag_throttle_create(&c, name.c_str(), 1, 3, err, sizeof(err));
+    ASSERT_NE(r0, nullptr) << err;
+    ASSERT_NE(r1, nullptr) << err;
+    ASSERT_EQ(cdag_throttle_try_acquire(r0, 8, &tok), 1);
+    ASSERT_EQ(cdag_throttle_try_acquire(r1, 8, &tok), 1);
+    EXPECT_EQ(cdag_throttle_try_acquire(r0, 8, &tok), 0) << "one pool: 3 tokens for the three";
+    int64_t fr, held;
+    int32_t inj;
+    cdag_throttle_pool_state(r1, &fr, &held, &inj);
+    EXPECT_EQ(fr, 0);
+    EXPECT_EQ(held, 3);
+    cdag_throttle_destroy(r1);
+    cdag_throttle_destroy(r0);
+    cdag_throttle_destroy(r2);
+}
+
+// Pools of different communicators (names) are independent.
+TEST(Throttle, PoolsOfDifferentNamesAreIndependent)
+{
+    Handles a, b;
+    open_handles(a, node_cfg(1), pool_name("commA"), 2);
+    open_handles(b, node_cfg(1), pool_name("commB"), 2);
+    uint32_t tok;
+    ASSERT_EQ(cdag_throttle_try_acquire(a.h[0], 8, &tok), 1);
+    EXPECT_EQ(cdag_throttle_try_acquire(a.h[1], 8, &tok), 0) << "A's only token is taken";
+    EXPECT_EQ(cdag_throttle_try_acquire(b.h[1], 8, &tok), 1) << "B's pool is its own";
+}
+
+// A pool left behind by a crashed job (a dead member, never full) is
+// replaced, not joined.
+TEST(Throttle, StalePoolIsReplaced)
+{
+    std::string name = pool_name("stale");
+    auto c = node_cfg(4);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        char e[256];
+        cdag_throttle_t *t = cdag_throttle_create(&c, name.c_str(), 0, 2, e, sizeof(e));
+        uint32_t tok;
+        if (!t || !cdag_throttle_try_acquire(t, 8, &tok)) _exit(3);
+        raise(SIGKILL);  // dies attached, holding a token; the name stays
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ASSERT_TRUE(WIFSIGNALED(st));
+    ASSERT_EQ(access(("/dev/shm" + name).c_str(), F_OK), 0) << "the crashed job's pool should be there";
+    char err[256];
+    cdag_throttle_t *b = cdag_throttle_create(&c, name.c_str(), 1, 2, err, sizeof(err));
+    ASSERT_NE(b, nullptr) << err;
+    int64_t fr, held;
+    int32_t inj;
+    cdag_throttle_pool_state(b, &fr, &held, &inj);
+    EXPECT_EQ(fr, 4) << "joined the stale pool instead of a fresh one";
+    EXPECT_EQ(held, 0);
+    cdag_throttle_t *a = cdag_throttle_create(&c, name.c_str(), 0, 2, err, sizeof(err));
+    ASSERT_NE(a, nullptr) << err;
+    uint32_t tok;
+    ASSERT_EQ(cdag_throttle_try_acquire(a, 8, &tok), 1);
+    cdag_throttle_pool_state(b, &fr, &held, &inj);
+    EXPECT_EQ(fr, 3) << "a and b are on different pools";
+    EXPECT_NE(access(("/dev/shm" + name).c_str(), F_OK), 0);
+    cdag_throttle_destroy(a);
+    cdag_throttle_destroy(b);
+}
+
+// The token cache: a rank alone keeps tokens between messages without
+// touching the pool, and gives them back as soon as somebody waits.
+TEST(Throttle, TokenCacheServesLocallyAndYieldsToWaiters)
+{
+    Handles hs;
+    open_handles(hs, node_cfg(8, 0, 0, 1, 50, 2), pool_name("cache"), 2);
+    cdag_throttle_t *a = hs.h[0], *b = hs.h[1];
+    int64_t fr, held;
+    int32_t inj;
+    uint32_t ta, tb;
+    ASSERT_EQ(cdag_throttle_try_acquire(a, 1, &ta), 1);
+    EXPECT_EQ(ta, 1u);
+    cdag_throttle_pool_state(a, &fr, &held, &inj);
+    EXPECT_EQ(fr, 5) << "1 for the message and a cache of 2";
+    EXPECT_EQ(cdag_throttle_cached(a), 2u);
+    cdag_throttle_release(a, ta);
+    cdag_throttle_pool_state(a, &fr, &held, &inj);
+    EXPECT_EQ(fr, 6) << "the cache holds at most 2";
+    EXPECT_EQ(held, 2);
+    for (int i = 0; i < 10; ++i) {
+        ASSERT_EQ(cdag_throttle_try_acquire(a, 1, &ta), 1);
+        cdag_throttle_release(a, ta);
+    }
+    cdag_throttle_stats_t s;
+    cdag_throttle_stats(a, &s);
+    EXPECT_EQ(s.cache_hits, 10u);
+    cdag_throttle_pool_state(a, &fr, &held, &inj);
+    EXPECT_EQ(fr, 6) << "cache hits must not touch the pool";
+    EXPECT_EQ(cdag_throttle_try_acquire(b, 7, &tb), 0) << "7 of 8 while a caches 2";
+    cdag_throttle_poll(a);
+    EXPECT_EQ(cdag_throttle_cached(a), 0u) << "a waiter must empty the cache";
+    ASSERT_EQ(cdag_throttle_try_acquire(b, 7, &tb), 1);
+    EXPECT_EQ(cdag_throttle_try_acquire(a, 1, &ta), 1) << "the last token";
+    EXPECT_EQ(cdag_throttle_cached(a), 0u) << "no cache below half the pool free";
+    cdag_throttle_pool_state(a, &fr, &held, &inj);
+    EXPECT_EQ(fr, 0);
+    EXPECT_EQ(held, 8);
 }
 
 // Several processes hammer one pool; tokens are conserved and never negative.
-TEST(Throttle, TokensConservedAcrossProcesses)
+static void hammer_pool(uint32_t cache)
 {
     const int nproc = 4;
     const uint32_t cap = 5;
-    std::string name = pool_name("procs");
-    auto cfg = node_cfg(cap, 3, 3, 64);
+    std::string name = pool_name(("procs" + std::to_string(cache)).c_str());
+    auto cfg = node_cfg(cap, 3, 3, 64, 50, cache);
     char err[256];
     cdag_throttle_t *leader = cdag_throttle_create(&cfg, name.c_str(), 0, nproc + 1, err, sizeof(err));
     ASSERT_NE(leader, nullptr) << err;
@@ -185,6 +310,7 @@ TEST(Throttle, TokensConservedAcrossProcesses)
             int bad = 0;
             for (int i = 0; i < 20000; ++i) {
                 uint32_t tok;
+                if (rng() % 5 == 0) cdag_throttle_poll(t);
                 if (held.size() < 3 && rng() % 2 && cdag_throttle_try_acquire(t, rng() % 300, &tok)) {
                     held.push_back(tok);
                 } else if (!held.empty()) {
@@ -218,6 +344,9 @@ TEST(Throttle, TokensConservedAcrossProcesses)
     EXPECT_EQ(inj, 0);
     cdag_throttle_destroy(leader);
 }
+
+TEST(Throttle, TokensConservedAcrossProcesses) { hammer_pool(0); }
+TEST(Throttle, TokensConservedAcrossProcessesWithCache) { hammer_pool(2); }
 
 // A rank killed while holding tokens (and a ticket) does not block the pool.
 TEST(Throttle, DeadRankIsRecovered)
@@ -266,13 +395,15 @@ TEST(Throttle, RandomPropertyLimitsHold)
         const int n = 4;
         const uint32_t cap = 1 + seed % 6, rank_limit = 1 + seed % 3, cct = seed % 3;
         Handles hs;
-        open_handles(hs, node_cfg(cap, rank_limit, cct, seed % 2 ? 128 : 0),
+        const uint32_t cache = seed % 4;
+        open_handles(hs, node_cfg(cap, rank_limit, cct, seed % 2 ? 128 : 0, 50, cache),
                      pool_name(("prop" + std::to_string(seed)).c_str()), n);
         std::mt19937 rng(seed);
         std::vector<std::vector<uint32_t>> held(n);
         for (int step = 0; step < 3000; ++step) {
             int r = static_cast<int>(rng() % n);
             uint32_t tok;
+            if (rng() % 7 == 0) cdag_throttle_poll(hs.h[r]);
             if (rng() % 2 && cdag_throttle_try_acquire(hs.h[r], rng() % 1000, &tok)) {
                 held[r].push_back(tok);
             } else if (!held[r].empty()) {
@@ -286,9 +417,14 @@ TEST(Throttle, RandomPropertyLimitsHold)
             ASSERT_EQ(fr + hsum, static_cast<int64_t>(cap)) << "step " << step;
             ASSERT_LE(held[r].size(), rank_limit);
             int injecting = 0;
-            for (auto &v : held) injecting += !v.empty();
-            ASSERT_EQ(inj, injecting);
+            int64_t in_messages = 0;
+            for (auto &v : held) {
+                injecting += !v.empty();
+                for (uint32_t x : v) in_messages += x;
+            }
+            ASSERT_LE(in_messages, static_cast<int64_t>(cap)) << "more tokens in messages than the pool has";
             if (cct) {
+                ASSERT_EQ(inj, injecting);
                 ASSERT_LE(inj, static_cast<int32_t>(cct));
             }
         }
@@ -297,7 +433,10 @@ TEST(Throttle, RandomPropertyLimitsHold)
         int64_t fr, hsum;
         int32_t inj;
         cdag_throttle_pool_state(hs.h[0], &fr, &hsum, &inj);
-        EXPECT_EQ(fr, static_cast<int64_t>(cap));
+        int64_t cached = 0;
+        for (int r = 0; r < n; ++r) cached += cdag_throttle_cached(hs.h[r]);
+        EXPECT_EQ(fr + cached, static_cast<int64_t>(cap)) << "tokens lost or created";
+        EXPECT_EQ(hsum, cached);
         EXPECT_EQ(inj, 0);
     }
 }
