@@ -12,6 +12,10 @@
  * (the node pool is shared by all of them).
  *
  *   mpirun -np 4 throttle_isend MODE [-s SIZES] [-n N] [-l RANK_LIMIT] [-t NODE_TOKENS] [-b BYTES_PER_TOKEN]
+ *                                    [-c TOKEN_CACHE (-1: tokens / (2 x ranks), as coll/cdag)]
+ *
+ * With MODE off and --mca pml rdrp --mca pml_rdrp_throttle rank|node the
+ * same pattern measures pml/rdrp's own admission control instead.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -39,6 +43,7 @@ int main(int argc, char **argv)
     cfg.node_tokens = 32;
     cfg.bytes_per_token = 16384;
     cfg.recover_after = 100000;
+    long cache = -1;
     const char *sizes = "64,1024,16384,262144";
     long N = 512;
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -47,7 +52,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-l")) cfg.rank_limit = (uint32_t)atol(argv[i + 1]);
         else if (!strcmp(argv[i], "-t")) cfg.node_tokens = (uint32_t)atol(argv[i + 1]);
         else if (!strcmp(argv[i], "-b")) cfg.bytes_per_token = (uint64_t)atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "-c")) cache = atol(argv[i + 1]);
     }
+    cfg.cache = (uint32_t)(cache >= 0 ? cache : (long)cfg.node_tokens / (2L * size));
     int pid = (int)getpid();
     MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
     char name[64], err[256];

@@ -3,7 +3,7 @@
 # (token-throttling seed, section 5.1) and measure coll/cdag's throttle
 # modes side by side.
 #
-#   bench/throttle_sweep.sh [--component-path DIR] [--quick]
+#   bench/throttle_sweep.sh [--component-path DIR] [--quick] [--parts 1,2,3,4]
 #
 # 1. bench/throttle_sweep.c (MPI point-to-point, the seed's Fig. 2/3
 #    microbenchmark) at 2 and 4 ranks (oversubscribed when the machine has
@@ -17,13 +17,17 @@
 # 3. bench/throttle_isend.c: many outstanding MPI_Isend per rank, each one
 #    admitted by the same throttling engine in mode off / rank / node, at
 #    2, 4 and 8 ranks over shared memory (ob1) and TCP (ucx, tcp,self).
+# 4. The same isend pattern through pml/rdrp with its own admission
+#    control, pml_rdrp_throttle off / rank / node, shared memory and TCP.
 set -u -o pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 QUICK=0
+PARTS=1,2,3,4
 while [ $# -gt 0 ]; do
     case "$1" in
         --component-path) export OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$2"; shift 2 ;;
         --quick) QUICK=1; shift ;;
+        --parts) PARTS=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//; /^set -u/d'; exit 0 ;;
         *) echo "throttle_sweep.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -45,8 +49,10 @@ UCX=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any)
 SIZES=64,1024,16384,262144
 [ $QUICK = 1 ] && SIZES=1024,65536
 
-echo "######## 1. point-to-point sweep (seed Fig. 2/3)"
-for np in 2 4; do
+part() { [[ ",$PARTS," == *",$1,"* ]]; }
+
+part 1 && echo "######## 1. point-to-point sweep (seed Fig. 2/3)"
+part 1 && for np in 2 4; do
     echo; echo "#### np $np, shared memory, pml ob1 (vader)"
     timeout 300 "${MPIRUN[@]}" -np $np --mca pml ob1 "$HERE/build/throttle_sweep" -s $SIZES -n 128 -d 1,2,4,8,16
     echo; echo "#### np $np, shared memory, pml ucx"
@@ -55,13 +61,13 @@ for np in 2 4; do
     timeout 300 "${MPIRUN[@]}" -np $np "${UCX[@]}" -x UCX_TLS=tcp,self "$HERE/build/throttle_sweep" -s $SIZES -n 64 -d 1,2,4,8,16
 done
 
-echo; echo "######## 2. coll/cdag alltoall with throttle off / rank / node (us, lower is better; best of 3)"
+part 2 && echo && echo "######## 2. coll/cdag alltoall with throttle off / rank / node (us, lower is better; best of 3)"
 declare -A T=(
     [off]="--mca coll_cdag_throttle off"
     [rank]="--mca coll_cdag_throttle rank"
     [node]="--mca coll_cdag_throttle node"
 )
-for net in shm tcp; do
+part 2 && for net in shm tcp; do
     env=()
     [ $net = tcp ] && env=(-x UCX_TLS=tcp,self)
     for np in 2 4 8; do
@@ -89,8 +95,8 @@ for net in shm tcp; do
     done
 done
 
-echo; echo "######## 3. many outstanding isends admitted by the throttle (MB/s, higher is better; best of 5)"
-for net in shm tcp; do
+part 3 && echo && echo "######## 3. many outstanding isends admitted by the throttle (MB/s, higher is better; best of 5)"
+part 3 && for net in shm tcp; do
     args=(--mca pml ob1)
     [ $net = tcp ] && args=("${UCX[@]}" -x UCX_TLS=tcp,self)
     for np in 2 4 8; do
@@ -98,6 +104,26 @@ for net in shm tcp; do
         for m in off rank node; do
             timeout 300 "${MPIRUN[@]}" -np $np "${args[@]}" "$HERE/build/throttle_isend" $m -s 64,1024,16384,262144 -n 256 |
                 grep '^isend' >>"$out"
+        done
+        echo; echo "#### $net, np $np"
+        awk '{ k = $3; id = $2 SUBSEP k; v[id] = $4
+               if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
+             END { printf "%9s %10s %10s %10s %9s %9s\n", "bytes", "off", "rank", "node", "rank/off", "node/off"
+                   for (i = 1; i <= n; i++) { k = order[i]; o = v["off" SUBSEP k]; r = v["rank" SUBSEP k]; d = v["node" SUBSEP k]
+                       printf "%9s %10.1f %10.1f %10.1f %9.2f %9.2f\n", k, o, r, d, (o ? r / o : 0), (o ? d / o : 0) } }' "$out"
+        rm -f "$out"
+    done
+done
+
+part 4 && echo && echo "######## 4. many outstanding isends through pml/rdrp, pml_rdrp_throttle off / rank / node (MB/s, higher is better; best of 5)"
+part 4 && for net in shm tcp; do
+    args=(--mca pml rdrp)
+    [ $net = tcp ] && args+=(-x UCX_TLS=tcp,self)
+    for np in 2 4 8; do
+        out=$(mktemp)
+        for m in off rank node; do
+            timeout 300 "${MPIRUN[@]}" -np $np "${args[@]}" --mca pml_rdrp_throttle $m "$HERE/build/throttle_isend" off \
+                -s 64,1024,16384,262144 -n 256 | grep '^isend' | awk -v m=$m '{ $2 = m; print }' >>"$out"
         done
         echo; echo "#### $net, np $np"
         awk '{ k = $3; id = $2 SUBSEP k; v[id] = $4

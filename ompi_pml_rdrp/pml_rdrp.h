@@ -44,6 +44,9 @@ typedef struct mca_pml_rdrp_params {
     int    credit_credit_slots;/* per-peer credit region (and static quota), 0 = default */
     int    credit_piggyback;   /* return credits on data packets */
     int    reg_cache;          /* cache registrations (needs memory hooks) */
+    int    throttle;           /* token throttling of sends: 0 off, 1 rank, 2 node */
+    int    throttle_rank_limit, throttle_node_tokens, throttle_token_cache, throttle_recover_polls;
+    uint64_t throttle_bytes_per_token;
     double finalize_timeout;   /* seconds to wait for peers at finalize */
     int    output;             /* opal_output stream */
 } mca_pml_rdrp_params_t;
@@ -71,6 +74,8 @@ typedef struct mca_pml_rdrp_counters {
     uint64_t credits_piggybacked;  /* credits they carried */
     uint64_t mailbox_hwm;          /* most mailbox slots held at once */
     uint64_t mailbox_slots;        /* the mailbox size */
+    uint64_t throttled;            /* sends that waited for admission (pml_rdrp_throttle) */
+    uint64_t throttle_cache_hits;  /* sends admitted from the rank's token cache */
 } mca_pml_rdrp_counters_t;
 extern mca_pml_rdrp_counters_t mca_pml_rdrp_counters;
 OMPI_MODULE_DECLSPEC extern mca_pml_base_component_2_0_0_t mca_pml_rdrp_component;

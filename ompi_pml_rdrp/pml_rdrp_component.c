@@ -41,7 +41,7 @@ mca_pml_base_component_2_0_0_t mca_pml_rdrp_component = {
 };
 
 /* MCA variables store sizes as unsigned long long / int */
-static unsigned long long eager_limit = 8192, first_chunk = 8192;
+static unsigned long long eager_limit = 8192, first_chunk = 8192, throttle_bpt = 16384;
 static unsigned long long chunk_size = 512 * 1024;
 static unsigned long long get_limit = 0;
 static unsigned long long auto_rma_min = 2 * 1024 * 1024;
@@ -161,6 +161,38 @@ static int rdrp_register(void)
     p->reg_cache = 1;
     reg_int("reg_cache", "Cache memory registrations (only effective when Open MPI's memory-release hooks are available, so freed memory is never reused stale)",
             &p->reg_cache, OPAL_INFO_LVL_6);
+    p->throttle = 0;
+    {
+        static const mca_base_var_enum_value_t thr_values[] = {{0, "off"}, {1, "rank"}, {2, "node"}, {0, NULL}};
+        mca_base_var_enum_t *thr_enum = NULL;
+        (void)mca_base_var_enum_create("pml_rdrp_throttle", thr_values, &thr_enum);
+        (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "throttle",
+                "Token throttling of point-to-point sends (coll/cdag's admission control): off; rank "
+                "(at most pml_rdrp_throttle_rank_limit eager messages or RTS per process not yet locally "
+                "complete); node (also a token pool shared by the job's processes on a node, "
+                "pml_rdrp_throttle_node_tokens, FCFS).  Refused sends wait in order.  Helps when many "
+                "messages are pushed into a slow network at once (measured over TCP); costs a little on "
+                "shared memory",
+                MCA_BASE_VAR_TYPE_INT, thr_enum, 0, 0, OPAL_INFO_LVL_4,
+                MCA_BASE_VAR_SCOPE_READONLY, &p->throttle);
+        OBJ_RELEASE(thr_enum);
+    }
+    p->throttle_rank_limit = 16;
+    reg_int("throttle_rank_limit", "Sends per process being injected at once under pml_rdrp_throttle rank or node (0: unlimited)",
+            &p->throttle_rank_limit, OPAL_INFO_LVL_5);
+    p->throttle_node_tokens = 32;
+    reg_int("throttle_node_tokens", "Tokens of the node pool under pml_rdrp_throttle node", &p->throttle_node_tokens,
+            OPAL_INFO_LVL_5);
+    reg_size("throttle_bytes_per_token",
+             "Under pml_rdrp_throttle node a send costs ceil(bytes injected / this) tokens (at least 1, at most the pool); 0: one per send",
+             &throttle_bpt);
+    p->throttle_token_cache = -1;
+    reg_int("throttle_token_cache", "Tokens a process keeps between sends under pml_rdrp_throttle node (given back when "
+            "another process waits); -1: node_tokens / (2 x local processes), 0: none",
+            &p->throttle_token_cache, OPAL_INFO_LVL_6);
+    p->throttle_recover_polls = 1000;
+    reg_int("throttle_recover_polls", "Admission attempts a waiting process makes before it reclaims the tokens of dead "
+            "processes of the node", &p->throttle_recover_polls, OPAL_INFO_LVL_6);
     p->finalize_timeout = 30.0;
     (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "finalize_timeout",
             "Seconds finalize waits for outstanding control messages before giving up",
@@ -227,6 +259,10 @@ static void register_pvars(void)
     reg_pvar("mailbox_hwm", "Most mailbox slots held at once by unmatched eager data (never above pml_rdrp_mailbox_slots)",
              MCA_BASE_PVAR_CLASS_HIGHWATERMARK, &k->mailbox_hwm);
     reg_pvar("mailbox_slots", "Size of this process's eager mailbox in slots", MCA_BASE_PVAR_CLASS_SIZE, &k->mailbox_slots);
+    reg_pvar("throttled", "Sends that waited for admission (pml_rdrp_throttle)", MCA_BASE_PVAR_CLASS_COUNTER,
+             &k->throttled);
+    reg_pvar("throttle_cache_hits", "Sends admitted from the process's token cache (pml_rdrp_throttle node)",
+             MCA_BASE_PVAR_CLASS_COUNTER, &k->throttle_cache_hits);
     (void)mca_base_component_pvar_register(&mca_pml_rdrp_component.pmlm_version, "credits_min",
             "Fewest credits this process holds towards any receiver", OPAL_INFO_LVL_4,
             MCA_BASE_PVAR_CLASS_LEVEL, MCA_BASE_VAR_TYPE_UNSIGNED_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
@@ -257,6 +293,7 @@ static int rdrp_open(void)
     p->chunk_size = chunk_size ? (size_t)chunk_size : 512 * 1024;
     p->get_limit = (size_t)get_limit;
     p->auto_rma_min = (size_t)auto_rma_min;
+    p->throttle_bytes_per_token = (uint64_t)throttle_bpt;
     if (p->put_poll_value > 255) p->put_poll_value = 255;
     if (p->max_outstanding < 1) p->max_outstanding = 1;
     if (p->rndv_first_chunk > p->chunk_size) p->rndv_first_chunk = p->chunk_size;

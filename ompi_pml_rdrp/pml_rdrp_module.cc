@@ -1,6 +1,7 @@
 /* pml/rdrp: the module table, life cycle, endpoints and communicators. */
 #include "pml_rdrp_request.h"
 #include "pml_rdrp_credit.h"
+#include "pml_rdrp_throttle.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -128,6 +129,7 @@ int progress_worker()
      * pass over every transport costs about as much as a small message */
     int n = static_cast<int>(ucp_worker_progress(g.worker));
     if (OPAL_UNLIKELY(!g.polling.empty())) n += poll_receives();
+    if (OPAL_UNLIKELY(throttle_active)) n += throttle_progress();
     if (n == 0) credit_settle_if_due();  /* idle: catch up on credit accounting */
     return n;
 }
@@ -279,6 +281,7 @@ extern "C" mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_p
         }
     }
     if (!credit_init(ompi_process_info.num_procs, OMPI_PROC_MY_NAME->vpid)) return nullptr;
+    if (!throttle_init()) return nullptr;
     void *addr;
     size_t len;
     if (rdrp_ucx_worker_address(g.uw, 0, &addr, &len) != 0) {
@@ -327,6 +330,7 @@ extern "C" int mca_pml_rdrp_finalize(void)
     for (Ctrl *c : g.ctrl_pool) free(c);
     g.ctrl_pool.clear();
     credit_fini();
+    throttle_fini();
     rdrp_ucx_worker_destroy(g.uw, mca_pml_rdrp_params.finalize_timeout);
     g.uw = nullptr;
     g.worker = nullptr;

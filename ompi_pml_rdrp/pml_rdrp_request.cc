@@ -80,6 +80,8 @@ void req_reinit(Request *r, ReqKind kind)
     r->deferred = nullptr;
     r->dtype = nullptr;
     r->polling = false;
+    r->thr_held = false;
+    r->thr_tokens = 0;
     OMPI_REQUEST_INIT(&r->ompi, false);
     r->ompi.req_state = OMPI_REQUEST_ACTIVE;  /* waits skip INACTIVE requests */
     r->ompi.req_type = OMPI_REQUEST_PML;

@@ -124,6 +124,9 @@ struct Request {
     uint8_t  proto;        /* RDRP_PROTO_* of the rendezvous in progress */
     uint8_t  poll_value;   /* get: byte to wait for; put: preset byte to see change */
     bool     polling;      /* on g.polling */
+    /* token throttling (pml_rdrp_throttle.h) */
+    bool     thr_held;     /* holds admission tokens until its injection is locally complete */
+    uint32_t thr_tokens;
 };
 
 /* An arrival that has not met its receive yet. */

@@ -1,6 +1,7 @@
 /* pml/rdrp: the send side: modes, eager, RTS, control messages. */
 #include "pml_rdrp_request.h"
 #include "pml_rdrp_credit.h"
+#include "pml_rdrp_throttle.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,7 @@ void send_ucx_cb(void *request, ucs_status_t status, void *user_data)
 {
     Request *r = static_cast<Request *>(user_data);
     ucp_request_free(request);
+    if (r->thr_held) throttle_release(r);  /* its eager message or RTS has left */
     if (status != UCS_OK) fatal_status("send completion", status);
     --r->ucx_pending;
     send_check_complete(r);
@@ -247,11 +249,16 @@ static int send_detached(Request *r, uint32_t seq)
     c->rndv = c->rndv_done = false;
     req_prepare_data(c);
     c->staging = copy;  /* freed with the carrier's activation */
+    c->thr_held = r->thr_held;  /* the carrier's RTS is what the tokens pay for */
+    c->thr_tokens = r->thr_tokens;
+    r->thr_held = false;
     int rc = send_rts(c, seq);
     if (rc != OMPI_SUCCESS) {
+        throttle_release(c);
         req_release(c);
         return rc;
     }
+    if (c->thr_held && c->ucx_pending == 0) throttle_release(c);  /* left inline */
     send_check_complete(c);
     r->ompi.req_status.MPI_ERROR = MPI_SUCCESS;
     req_complete(r);
@@ -274,6 +281,17 @@ int send_start(Request *r)
         r->staging = st;
         if (pack_to_staging(r, st) != OMPI_SUCCESS) return OMPI_ERROR;
     }
+    /* token throttling: a refused send waits in order and comes back
+     * through send_admitted() from progress */
+    if (OPAL_UNLIKELY(throttle_active) && !throttle_admit(r)) return OMPI_SUCCESS;
+    return send_admitted(r);
+}
+
+/* Inject a prepared send (holding its admission tokens, if throttled):
+ * the sequence number is drawn here, so queued sends keep their order. */
+int send_admitted(Request *r)
+{
+    int rc;
     CommState *cs = reinterpret_cast<CommState *>(r->comm->c_pml_comm);
     uint32_t seq = rdrp_match_next_send_seq(cs->mq, r->peer);
     bool eager = r->packed <= mca_pml_rdrp_params.eager_limit;
@@ -286,10 +304,13 @@ int send_start(Request *r)
     }
     if (!eager && r->packed <= mca_pml_rdrp_params.eager_limit && !r->internal &&
         r->mode != MCA_PML_BASE_SEND_SYNCHRONOUS) {
-        return send_detached(r, seq);
+        rc = send_detached(r, seq);
+        if (rc != OMPI_SUCCESS) throttle_release(r);
+        return rc;
     }
     if (eager) rc = send_eager(r, seq, gated, piggy);
     else rc = send_rts(r, seq);
+    if (r->thr_held && (rc != OMPI_SUCCESS || r->ucx_pending == 0)) throttle_release(r);  /* left inline */
     if (rc != OMPI_SUCCESS) return rc;
     send_check_complete(r);
     return OMPI_SUCCESS;
@@ -510,7 +531,8 @@ extern "C" int mca_pml_rdrp_send(const void *buf, size_t count, ompi_datatype_t 
                                  int tag, mca_pml_base_send_mode_t mode, ompi_communicator_t *comm)
 {
     int rc;
-    if ((mode == MCA_PML_BASE_SEND_STANDARD || mode == MCA_PML_BASE_SEND_READY) &&
+    /* the request-free fast path skips admission: not under throttling */
+    if ((mode == MCA_PML_BASE_SEND_STANDARD || mode == MCA_PML_BASE_SEND_READY) && !throttle_active &&
         send_eager_inline(buf, count, dt, dst, tag, comm, &rc))
         return rc;
     ompi_request_t *req;

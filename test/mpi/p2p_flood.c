@@ -7,13 +7,20 @@
  *  - with pml/rdrp credits on (read through MPI_T): the mailbox high-water
  *    mark never exceeds the mailbox size, so unexpected eager memory stayed
  *    bounded; with a tiny mailbox the senders did run out of credit
- *    (stalls > 0) and still nobody deadlocked.
+ *    (stalls > 0) and still nobody deadlocked;
+ *  - a burst to a sleeping receiver: every rank but 0 sends BURST messages
+ *    of 8 KiB while rank 0 sleeps without calling MPI, so the transport's
+ *    queue to rank 0 fills and sends stay incomplete;
+ *  - with MPITEST_EXPECT_THROTTLED=1 (pml_rdrp_throttle at tiny limits):
+ *    admission control did hold sends back (MPI_T), data and order intact.
  * Other PMLs run the data checks only.
  */
 #include "mpitest.h"
 #include "mpitest_mpit.h"
 
 #define PER_SENDER 300
+#define BURST 512
+#define BURST_SIZE 8192
 
 static size_t msg_size(int k)
 {
@@ -26,7 +33,7 @@ int main(int argc, char **argv)
 {
     int provided, rank, size;
     long long slots_cvar = 0, credit_on = 0;
-    pvar_t hwm, msize, stalls;
+    pvar_t hwm, msize, stalls, throttled;
     MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     mt_init(&argc, &argv, "p2p_flood");
     rank = mt_rank;
@@ -36,6 +43,7 @@ int main(int argc, char **argv)
     pvar_open(&hwm, "pml_rdrp_mailbox_hwm");
     pvar_open(&msize, "pml_rdrp_mailbox_slots");
     pvar_open(&stalls, "pml_rdrp_credit_stalls");
+    pvar_open(&throttled, "pml_rdrp_throttled");
     if (mt_pml_is("rdrp")) CHECK(have && hwm.ok && msize.ok && stalls.ok, "rdrp MPI_T variables missing");
 
     mt_section("flood");
@@ -74,6 +82,39 @@ int main(int argc, char **argv)
             if (mt_verbose) printf("[rank 0] mailbox hwm %lu of %lu slots\n", h, n);
         }
     }
+    mt_section("burst to a sleeping receiver");
+    if (rank != 0) {
+        MPI_Request *rq = mt_malloc(sizeof(MPI_Request) * BURST);
+        char *b = mt_malloc((size_t)BURST * BURST_SIZE);
+        for (int k = 0; k < BURST; k++) mt_fill(b + (size_t)k * BURST_SIZE, BURST_SIZE, rank, 8, k);
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        for (int k = 0; k < BURST; k++)
+            CHECK_MPI(MPI_Isend(b + (size_t)k * BURST_SIZE, BURST_SIZE, MPI_BYTE, 0, 8, MPI_COMM_WORLD, &rq[k]));
+        CHECK_MPI(MPI_Waitall(BURST, rq, MPI_STATUSES_IGNORE));
+        free(b);
+        free(rq);
+    } else {
+        char *rb = mt_malloc(BURST_SIZE);
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        mt_sleep_ms(300); /* no MPI call: nothing drains the queues to this rank */
+        int *next = calloc((size_t)size, sizeof(int));
+        for (int m = 0; m < (size - 1) * BURST; m++) {
+            MPI_Status st;
+            CHECK_MPI(MPI_Recv(rb, BURST_SIZE, MPI_BYTE, MPI_ANY_SOURCE, 8, MPI_COMM_WORLD, &st));
+            int s = st.MPI_SOURCE, k = next[s]++;
+            CHECK_STATUS(&st, s, 8, BURST_SIZE, "burst message %d from %d", k, s);
+            CHECK_BUF(rb, BURST_SIZE, s, 8, k, "burst message %d from %d", k, s);
+        }
+        free(next);
+        free(rb);
+    }
+    if (getenv("MPITEST_EXPECT_THROTTLED") && atoi(getenv("MPITEST_EXPECT_THROTTLED"))) {
+        unsigned long mine = throttled.ok ? pvar_read(&throttled) : 0, all = 0;
+        MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
+        CHECK(throttled.ok && all > 0, "pml_rdrp_throttle configured but no send ever waited for admission");
+        if (mt_verbose && rank == 0) printf("[rank 0] sends that waited for admission: %lu\n", all);
+    }
+    pvar_close(&throttled);
     pvar_close(&hwm);
     pvar_close(&msize);
     pvar_close(&stalls);
