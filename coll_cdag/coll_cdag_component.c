@@ -151,8 +151,9 @@ static int cdag_register(void)
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &throttle_node_tokens);
     throttle_bpt = 16384;  /* so a 256 KiB message takes 16 of the 32 tokens: 2 in flight */
     (void)mca_base_component_var_register(c, "throttle_bytes_per_token",
-        "Bytes one token pays for (a message takes ceil(bytes / this), at least 1, at most the "
-        "pool); 0 = one token per message",
+        "Bytes one token pays for (a message takes ceil(bytes / this), at least 1, at most "
+        "node_tokens / local ranks of the communicator, so every rank can have a message in "
+        "flight); 0 = one token per message",
         MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &throttle_bpt);
     throttle_concurrency = 0;

@@ -5,7 +5,9 @@
  *  - CRCT, per rank: at most rank_limit messages of this process in flight.
  *  - NRCT, per node: a pool of node_tokens tokens in shared memory, shared
  *    by the ranks of the node; a message takes 1 token (bytes_per_token 0)
- *    or ceil(bytes / bytes_per_token), at least 1 and at most the pool.
+ *    or ceil(bytes / bytes_per_token), at least 1 and at most the share of
+ *    one local rank (node_tokens / local ranks), so every rank can always
+ *    have a message in flight and big messages never serialise the node.
  *    Tokens are handed out first-come-first-served by tickets: a rank that
  *    cannot be served keeps its ticket and nobody behind it overtakes, so
  *    no rank starves.
@@ -75,7 +77,7 @@ cdag_throttle_t *cdag_throttle_create(const cdag_throttle_config_t *cfg, const c
                                       int local_rank, int local_size, char *err, size_t errlen);
 void cdag_throttle_destroy(cdag_throttle_t *t);
 
-/* Tokens a message of `bytes` costs (1 in mode off/rank). */
+/* Tokens a message of `bytes` costs (1 in mode off/rank; see NRCT above). */
 uint32_t cdag_throttle_cost(const cdag_throttle_t *t, uint64_t bytes);
 /* 1: admitted (the message holds *tokens until release); 0: not now. */
 int  cdag_throttle_try_acquire(cdag_throttle_t *t, uint64_t bytes, uint32_t *tokens);

@@ -184,7 +184,7 @@ static int rdrp_register(void)
     reg_int("throttle_node_tokens", "Tokens of the node pool under pml_rdrp_throttle node", &p->throttle_node_tokens,
             OPAL_INFO_LVL_5);
     reg_size("throttle_bytes_per_token",
-             "Under pml_rdrp_throttle node a send costs ceil(bytes injected / this) tokens (at least 1, at most the pool); 0: one per send",
+             "Under pml_rdrp_throttle node a send costs ceil(bytes injected / this) tokens (at least 1, at most node_tokens / local processes); 0: one per send",
              &throttle_bpt);
     p->throttle_token_cache = -1;
     reg_int("throttle_token_cache", "Tokens a process keeps between sends under pml_rdrp_throttle node (given back when "

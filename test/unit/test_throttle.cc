@@ -106,16 +106,16 @@ TEST(Throttle, RankLimit)
 TEST(Throttle, TicketsServeInOrder)
 {
     Handles hs;
-    open_handles(hs, node_cfg(4, 0, 0, 100), pool_name("fcfs"), 3);
+    open_handles(hs, node_cfg(6, 0, 0, 100), pool_name("fcfs"), 3);
     cdag_throttle_t *a = hs.h[0], *b = hs.h[1], *c = hs.h[2];
     uint32_t ta, tb, tc;
-    ASSERT_EQ(cdag_throttle_try_acquire(a, 400, &ta), 1);  // all 4 tokens
+    for (uint64_t bytes : {200, 200, 100, 100}) ASSERT_EQ(cdag_throttle_try_acquire(a, bytes, &ta), 1);  // all 6
     EXPECT_EQ(cdag_throttle_try_acquire(b, 200, &tb), 0);  // b draws ticket first, needs 2
     EXPECT_EQ(cdag_throttle_try_acquire(c, 100, &tc), 0);  // c draws the next, needs 1
     cdag_throttle_release(a, 1);                            // 1 free: enough for c, not for b
     EXPECT_EQ(cdag_throttle_try_acquire(c, 100, &tc), 0) << "c overtook b";
     EXPECT_EQ(cdag_throttle_try_acquire(b, 200, &tb), 0);
-    cdag_throttle_release(a, 3);
+    cdag_throttle_release(a, 2);
     EXPECT_EQ(cdag_throttle_try_acquire(c, 100, &tc), 0) << "still b's turn";
     EXPECT_EQ(cdag_throttle_try_acquire(b, 200, &tb), 1);
     EXPECT_EQ(tb, 2u);
@@ -123,8 +123,22 @@ TEST(Throttle, TicketsServeInOrder)
     int64_t fr, held;
     int32_t inj;
     cdag_throttle_pool_state(a, &fr, &held, &inj);
-    EXPECT_EQ(fr + held, 4);
-    EXPECT_EQ(held, 3);
+    EXPECT_EQ(fr + held, 6);
+    EXPECT_EQ(held, 6);
+}
+
+// A big message costs at most one local rank's share of the pool, so every
+// rank can have a message in flight.
+TEST(Throttle, BigMessagesNeverSerialiseTheNode)
+{
+    Handles hs;
+    open_handles(hs, node_cfg(16, 0, 0, 1024), pool_name("share"), 4);
+    EXPECT_EQ(cdag_throttle_cost(hs.h[0], 1ull << 30), 4u) << "16 tokens / 4 ranks";
+    EXPECT_EQ(cdag_throttle_cost(hs.h[0], 2048), 2u);
+    uint32_t tok;
+    for (int r = 0; r < 4; ++r)
+        EXPECT_EQ(cdag_throttle_try_acquire(hs.h[r], 1ull << 30, &tok), 1) << "rank " << r << " starved";
+    EXPECT_EQ(cdag_throttle_try_acquire(hs.h[0], 1, &tok), 0) << "the pool is full";
 }
 
 TEST(Throttle, ConcurrencyLimit)
@@ -277,12 +291,13 @@ TEST(Throttle, TokenCacheServesLocallyAndYieldsToWaiters)
     EXPECT_EQ(s.cache_hits, 10u);
     cdag_throttle_pool_state(a, &fr, &held, &inj);
     EXPECT_EQ(fr, 6) << "cache hits must not touch the pool";
-    EXPECT_EQ(cdag_throttle_try_acquire(b, 7, &tb), 0) << "7 of 8 while a caches 2";
+    ASSERT_EQ(cdag_throttle_try_acquire(b, 4, &tb), 1);     // 4 of the 6 free
+    EXPECT_EQ(cdag_throttle_try_acquire(b, 4, &tb), 0) << "4 more while a caches 2";
     cdag_throttle_poll(a);
     EXPECT_EQ(cdag_throttle_cached(a), 0u) << "a waiter must empty the cache";
-    ASSERT_EQ(cdag_throttle_try_acquire(b, 7, &tb), 1);
-    EXPECT_EQ(cdag_throttle_try_acquire(a, 1, &ta), 1) << "the last token";
-    EXPECT_EQ(cdag_throttle_cached(a), 0u) << "no cache below half the pool free";
+    ASSERT_EQ(cdag_throttle_try_acquire(b, 4, &tb), 1);
+    EXPECT_EQ(cdag_throttle_try_acquire(a, 1, &ta), 0) << "the pool is empty";
+    EXPECT_EQ(cdag_throttle_cached(a), 0u);
     cdag_throttle_pool_state(a, &fr, &held, &inj);
     EXPECT_EQ(fr, 0);
     EXPECT_EQ(held, 8);
