@@ -33,6 +33,9 @@ struct alignas(kLine) Slot {
     std::atomic<int32_t> injecting;  // counted in Pool::injecting
     std::atomic<int64_t> held;       // tokens of this rank: in messages + cached
     std::atomic<uint64_t> ticket;    // ticket it waits with (0: none)
+    std::atomic<int64_t> need;       // tokens its waiting message needs (set before the ticket)
+    std::atomic<uint64_t> grant_for; // the ticket being served (by itself or by a proxy)
+    std::atomic<int64_t> granted;    // tokens a proxy took from the pool for it
 };
 
 /* The fields that change at different rates live on different lines: the
@@ -129,7 +132,7 @@ void recover(cdag_throttle *t)
         int32_t pid = s.pid.load();
         if (s.ticket.load() == serving && !pid_dead(pid)) holder_found = true;
         if (!pid_dead(pid)) continue;
-        int64_t h = s.held.exchange(0);
+        int64_t h = s.held.exchange(0) + s.granted.exchange(0);
         if (h) {
             p->tokens.fetch_add(h);
             t->st.recovered_tokens += static_cast<uint64_t>(h);
@@ -198,6 +201,9 @@ void init_pool(Pool *p, const cdag_throttle_config_t *cfg, int local_size)
         p->slots[i].held.store(0);
         p->slots[i].ticket.store(0);
         p->slots[i].injecting.store(0);
+        p->slots[i].need.store(0);
+        p->slots[i].grant_for.store(0);
+        p->slots[i].granted.store(0);
     }
 }
 
@@ -332,10 +338,16 @@ void cdag_throttle_destroy(cdag_throttle_t *t)
     if (!t) return;
     if (t->pool) {
         Slot &s = t->pool->slots[t->slot];
-        int64_t h = s.held.exchange(0);
+        int64_t h = s.held.exchange(0) + s.granted.exchange(0);
         if (h) t->pool->tokens.fetch_add(h);
         if (s.injecting.exchange(0)) t->pool->injecting.fetch_sub(1);
-        s.ticket.store(0);
+        if (t->my_ticket) {
+            /* leave the queue without a hole: our turn needs nothing now, so
+             * whoever reaches it serves it at once */
+            s.need.store(0);
+            uint64_t e = t->my_ticket;
+            if (t->pool->now_serving.compare_exchange_strong(e, e + 1)) s.ticket.store(0);
+        }
         s.pid.store(-1);  // gone: the slot is never taken again
         if (t->priv) {
             free(t->pool);
@@ -377,6 +389,79 @@ bool take_mark(cdag_throttle *t)
     return true;
 }
 
+void draw_ticket(cdag_throttle *t, uint32_t need)
+{
+    Slot &me = t->pool->slots[t->slot];
+    me.need.store(need);  // before the ticket: a proxy reads it once it sees the ticket
+    t->my_ticket = t->pool->next_ticket.fetch_add(1);
+    me.ticket.store(t->my_ticket);
+}
+
+/* Our turn is over: the queue moves on (a proxy may have moved it). */
+void end_turn(cdag_throttle *t)
+{
+    Slot &me = t->pool->slots[t->slot];
+    me.ticket.store(0);
+    me.grant_for.store(0);
+    uint64_t e = t->my_ticket;
+    t->pool->now_serving.compare_exchange_strong(e, e + 1);
+    t->my_ticket = 0;
+}
+
+/* A proxy served our ticket: its tokens are ours (0: not delivered yet). */
+int take_grant(cdag_throttle *t, uint32_t need)
+{
+    Slot &me = t->pool->slots[t->slot];
+    int64_t g = me.granted.load(std::memory_order_acquire);
+    if (g == 0) return 0;
+    me.granted.store(0);
+    t->in_use += need;
+    if (g > need) t->cache += g - need;  // cannot happen (need is the message's), but lose nothing
+    end_turn(t);
+    ++t->st.grants_taken;
+    return 1;
+}
+
+/* Serve the head of the queue on its behalf when its tokens are free:
+ * with more ranks than cores the head is often descheduled, and strict
+ * FCFS would make every rank behind it wait for the scheduler.  The head
+ * keeps its place (the tokens wait in its slot); the queue moves on.  Not
+ * with a concurrency limit (a proxy cannot count the head as injecting). */
+void help_head(cdag_throttle *t)
+{
+    Pool *p = t->pool;
+    if (p->cct) return;
+    uint64_t serving = p->now_serving.load();
+    if (serving == t->my_ticket) return;
+    Slot *h = nullptr;
+    for (uint32_t i = 0; i < p->nslots && !h; ++i)
+        if (p->slots[i].ticket.load() == serving) h = &p->slots[i];
+    if (!h) return;
+    if (h->grant_for.load() == serving) {  // served already: only the queue's move is missing
+        uint64_t e = serving;
+        p->now_serving.compare_exchange_strong(e, serving + 1);
+        return;
+    }
+    int64_t n = h->need.load();
+    int64_t have = p->tokens.load();
+    while (have >= n && !p->tokens.compare_exchange_weak(have, have - n)) {}
+    if (have < n) return;
+    uint64_t zero = 0;
+    if (!h->grant_for.compare_exchange_strong(zero, serving)) {  // it serves itself, or another proxy
+        p->tokens.fetch_add(n);
+        return;
+    }
+    if (h->ticket.load() != serving) {  // it was served and moved on before our claim: undo
+        h->grant_for.store(0);
+        p->tokens.fetch_add(n);
+        return;
+    }
+    h->granted.store(n, std::memory_order_release);
+    ++t->st.proxy_grants;
+    uint64_t e = serving;
+    p->now_serving.compare_exchange_strong(e, serving + 1);
+}
+
 /* 1: admitted, the message holds `need` tokens; 0: wait. */
 int node_acquire(cdag_throttle *t, uint32_t need)
 {
@@ -395,11 +480,15 @@ int node_acquire(cdag_throttle *t, uint32_t need)
     /* Nobody queued: take the tokens without a ticket (two shared
      * atomics fewer per message).  A waiter's ticket disables this. */
     bool fast = t->my_ticket == 0 && nobody_waits;
-    if (!fast && t->my_ticket == 0) {
-        t->my_ticket = p->next_ticket.fetch_add(1);
-        me.ticket.store(t->my_ticket);
+    if (!fast) {
+        if (t->my_ticket == 0) draw_ticket(t, need);
+        if (me.grant_for.load() == t->my_ticket) return take_grant(t, need);
+        if (p->now_serving.load() != t->my_ticket) {
+            help_head(t);
+            if (me.grant_for.load() == t->my_ticket) return take_grant(t, need);
+            if (p->now_serving.load() != t->my_ticket) return 0;
+        }
     }
-    if (!fast && p->now_serving.load() != t->my_ticket) return 0;
     int64_t from_cache = std::min<int64_t>(t->cache, need);  // only when fast: else flushed
     int64_t want = need - from_cache, have = p->tokens.load(), extra = 0;
     bool got = false;
@@ -413,21 +502,24 @@ int node_acquire(cdag_throttle *t, uint32_t need)
         p->tokens.fetch_add(want + extra);  // keep the turn, give the tokens back
         got = false;
     }
+    if (got && !fast) {  // claim our own turn: a proxy may have claimed it first
+        uint64_t zero = 0;
+        if (!me.grant_for.compare_exchange_strong(zero, t->my_ticket)) {
+            /* (never with a concurrency limit: no proxies then, so no mark to undo) */
+            p->tokens.fetch_add(want + extra);
+            return me.grant_for.load() == t->my_ticket ? take_grant(t, need) : 0;
+        }
+    }
     if (!got) {
         if (fast) {  // queue up: from now on FCFS applies to us
             flush_cache(t);
-            t->my_ticket = p->next_ticket.fetch_add(1);
-            me.ticket.store(t->my_ticket);
+            draw_ticket(t, need);
         }
         return 0;
     }
     t->cache += extra - from_cache;
     t->in_use += need;
-    if (t->my_ticket) {
-        me.ticket.store(0);
-        p->now_serving.store(t->my_ticket + 1);
-        t->my_ticket = 0;
-    }
+    if (t->my_ticket) end_turn(t);
     return 1;
 }
 
@@ -510,7 +602,8 @@ void cdag_throttle_pool_state(const cdag_throttle_t *t, int64_t *free_tokens, in
     *injecting = 0;
     if (!t->pool) return;
     *free_tokens = t->pool->tokens.load();
-    for (uint32_t i = 0; i < t->pool->nslots; ++i) *held += t->pool->slots[i].held.load();
+    for (uint32_t i = 0; i < t->pool->nslots; ++i)
+        *held += t->pool->slots[i].held.load() + t->pool->slots[i].granted.load();
     *injecting = t->pool->injecting.load();
 }
 

@@ -11,6 +11,10 @@
  *    Tokens are handed out first-come-first-served by tickets: a rank that
  *    cannot be served keeps its ticket and nobody behind it overtakes, so
  *    no rank starves.
+ *    A waiter that finds the head of the queue not claiming its free tokens
+ *    takes them for it (they wait in the head's slot) and moves the queue
+ *    on, so a descheduled head (more ranks than cores) does not stall the
+ *    ranks behind it; FCFS order is kept.
  *  - CCT: at most concurrency ranks of the node inject at once (a rank is
  *    injecting while it has a message in flight).
  *
@@ -93,6 +97,8 @@ typedef struct cdag_throttle_stats {
     uint64_t recovered_tokens;     /* taken back from dead ranks */
     uint64_t skipped_tickets;      /* dead ranks' tickets passed over */
     uint64_t cache_hits;           /* admitted from the token cache */
+    uint64_t proxy_grants;         /* heads of the queue this rank served on their behalf */
+    uint64_t grants_taken;         /* turns a proxy served for this rank */
     uint32_t inflight, inflight_max;
 } cdag_throttle_stats_t;
 void cdag_throttle_stats(const cdag_throttle_t *t, cdag_throttle_stats_t *s);

@@ -115,16 +115,47 @@ TEST(Throttle, TicketsServeInOrder)
     cdag_throttle_release(a, 1);                            // 1 free: enough for c, not for b
     EXPECT_EQ(cdag_throttle_try_acquire(c, 100, &tc), 0) << "c overtook b";
     EXPECT_EQ(cdag_throttle_try_acquire(b, 200, &tb), 0);
-    cdag_throttle_release(a, 2);
-    EXPECT_EQ(cdag_throttle_try_acquire(c, 100, &tc), 0) << "still b's turn";
-    EXPECT_EQ(cdag_throttle_try_acquire(b, 200, &tb), 1);
-    EXPECT_EQ(tb, 2u);
-    EXPECT_EQ(cdag_throttle_try_acquire(c, 100, &tc), 1);
+    cdag_throttle_release(a, 2);                            // 3 free: b's 2 first, then c's 1
+    EXPECT_EQ(cdag_throttle_try_acquire(c, 100, &tc), 1) << "c, behind b, serves b on its behalf, then itself";
     int64_t fr, held;
     int32_t inj;
     cdag_throttle_pool_state(a, &fr, &held, &inj);
+    EXPECT_EQ(fr, 0) << "b's 2 tokens wait in its slot";
+    EXPECT_EQ(held, 6);
+    EXPECT_EQ(cdag_throttle_try_acquire(b, 200, &tb), 1) << "b's turn was served";
+    EXPECT_EQ(tb, 2u);
+    cdag_throttle_stats_t sb, sc;
+    cdag_throttle_stats(b, &sb);
+    cdag_throttle_stats(c, &sc);
+    EXPECT_EQ(sb.grants_taken, 1u);
+    EXPECT_EQ(sc.proxy_grants, 1u);
+    cdag_throttle_pool_state(a, &fr, &held, &inj);
     EXPECT_EQ(fr + held, 6);
     EXPECT_EQ(held, 6);
+}
+
+// With more ranks than cores the head of the queue is often descheduled:
+// the ranks behind it must not wait for it while tokens are free.
+TEST(Throttle, DescheduledHeadDoesNotStallTheQueue)
+{
+    Handles hs;
+    open_handles(hs, node_cfg(4), pool_name("proxy"), 4);
+    cdag_throttle_t *a = hs.h[0], *b = hs.h[1], *c = hs.h[2], *d = hs.h[3];
+    uint32_t tok;
+    for (int i = 0; i < 4; ++i) ASSERT_EQ(cdag_throttle_try_acquire(a, 8, &tok), 1);
+    EXPECT_EQ(cdag_throttle_try_acquire(b, 8, &tok), 0);  // head, then "descheduled"
+    EXPECT_EQ(cdag_throttle_try_acquire(c, 8, &tok), 0);
+    EXPECT_EQ(cdag_throttle_try_acquire(d, 8, &tok), 0);
+    for (int i = 0; i < 3; ++i) cdag_throttle_release(a, 1);
+    EXPECT_EQ(cdag_throttle_try_acquire(c, 8, &tok), 1) << "c waited for the sleeping head";
+    EXPECT_EQ(cdag_throttle_try_acquire(d, 8, &tok), 1);
+    EXPECT_EQ(cdag_throttle_try_acquire(a, 8, &tok), 0) << "b's token is b's";
+    EXPECT_EQ(cdag_throttle_try_acquire(b, 8, &tok), 1) << "the head wakes up to its token";
+    int64_t fr, held;
+    int32_t inj;
+    cdag_throttle_pool_state(a, &fr, &held, &inj);
+    EXPECT_EQ(fr, 0);
+    EXPECT_EQ(held, 4);
 }
 
 // A big message costs at most one local rank's share of the pool, so every
@@ -304,12 +335,12 @@ TEST(Throttle, TokenCacheServesLocallyAndYieldsToWaiters)
 }
 
 // Several processes hammer one pool; tokens are conserved and never negative.
-static void hammer_pool(uint32_t cache)
+static void hammer_pool(uint32_t cache, uint32_t cct)
 {
     const int nproc = 4;
     const uint32_t cap = 5;
-    std::string name = pool_name(("procs" + std::to_string(cache)).c_str());
-    auto cfg = node_cfg(cap, 3, 3, 64, 50, cache);
+    std::string name = pool_name(("procs" + std::to_string(cache) + "-" + std::to_string(cct)).c_str());
+    auto cfg = node_cfg(cap, 3, cct, 64, 50, cache);
     char err[256];
     cdag_throttle_t *leader = cdag_throttle_create(&cfg, name.c_str(), 0, nproc + 1, err, sizeof(err));
     ASSERT_NE(leader, nullptr) << err;
@@ -360,8 +391,11 @@ static void hammer_pool(uint32_t cache)
     cdag_throttle_destroy(leader);
 }
 
-TEST(Throttle, TokensConservedAcrossProcesses) { hammer_pool(0); }
-TEST(Throttle, TokensConservedAcrossProcessesWithCache) { hammer_pool(2); }
+TEST(Throttle, TokensConservedAcrossProcesses) { hammer_pool(0, 3); }
+TEST(Throttle, TokensConservedAcrossProcessesWithCache) { hammer_pool(2, 3); }
+// without a concurrency limit waiters also serve the head of the queue
+TEST(Throttle, TokensConservedAcrossProcessesWithProxies) { hammer_pool(0, 0); }
+TEST(Throttle, TokensConservedAcrossProcessesWithProxiesAndCache) { hammer_pool(2, 0); }
 
 // A rank killed while holding tokens (and a ticket) does not block the pool.
 TEST(Throttle, DeadRankIsRecovered)
@@ -405,6 +439,7 @@ TEST(Throttle, DeadRankIsRecovered)
 // every token comes back.
 TEST(Throttle, RandomPropertyLimitsHold)
 {
+    uint64_t proxied = 0;
     for (int seed = 1; seed <= 20; ++seed) {
         SCOPED_TRACE("seed " + std::to_string(seed));
         const int n = 4;
@@ -450,8 +485,14 @@ TEST(Throttle, RandomPropertyLimitsHold)
         cdag_throttle_pool_state(hs.h[0], &fr, &hsum, &inj);
         int64_t cached = 0;
         for (int r = 0; r < n; ++r) cached += cdag_throttle_cached(hs.h[r]);
-        EXPECT_EQ(fr + cached, static_cast<int64_t>(cap)) << "tokens lost or created";
-        EXPECT_EQ(hsum, cached);
+        EXPECT_EQ(fr + hsum, static_cast<int64_t>(cap)) << "tokens lost or created";
+        EXPECT_GE(hsum, cached) << "caches plus grants not yet taken";
         EXPECT_EQ(inj, 0);
+        for (int r = 0; r < n; ++r) {
+            cdag_throttle_stats_t st;
+            cdag_throttle_stats(hs.h[r], &st);
+            proxied += st.proxy_grants;
+        }
     }
+    EXPECT_GT(proxied, 0u) << "the random walk never served a head by proxy";
 }
