@@ -95,42 +95,41 @@ part 2 && for net in shm tcp; do
     done
 done
 
-part 3 && echo && echo "######## 3. many outstanding isends admitted by the throttle (MB/s, higher is better; best of 5)"
-part 3 && for net in shm tcp; do
-    args=(--mca pml ob1)
-    [ $net = tcp ] && args=("${UCX[@]}" -x UCX_TLS=tcp,self)
-    for np in 2 4 8; do
-        out=$(mktemp)
-        for m in off rank node; do
-            timeout 300 "${MPIRUN[@]}" -np $np "${args[@]}" "$HERE/build/throttle_isend" $m -s 64,1024,16384,262144 -n 256 |
-                grep '^isend' >>"$out"
-        done
-        echo; echo "#### $net, np $np"
-        awk '{ k = $3; id = $2 SUBSEP k; v[id] = $4
-               if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
-             END { printf "%9s %10s %10s %10s %9s %9s\n", "bytes", "off", "rank", "node", "rank/off", "node/off"
-                   for (i = 1; i <= n; i++) { k = order[i]; o = v["off" SUBSEP k]; r = v["rank" SUBSEP k]; d = v["node" SUBSEP k]
-                       printf "%9s %10.1f %10.1f %10.1f %9.2f %9.2f\n", k, o, r, d, (o ? r / o : 0), (o ? d / o : 0) } }' "$out"
-        rm -f "$out"
-    done
-done
+# One isend table: rows "isend <mode> <bytes> <MB/s>" in, off/rank/node side by side out.
+isend_table() {
+    awk '{ k = $3; id = $2 SUBSEP k; v[id] = $4
+           if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
+         END { printf "%9s %10s %10s %10s %9s %9s\n", "bytes", "off", "rank", "node", "rank/off", "node/off"
+               for (i = 1; i <= n; i++) { k = order[i]; o = v["off" SUBSEP k]; r = v["rank" SUBSEP k]; d = v["node" SUBSEP k]
+                   printf "%9s %10.1f %10.1f %10.1f %9.2f %9.2f\n", k, o, r, d, (o ? r / o : 0), (o ? d / o : 0) } }' "$1"
+}
 
-part 4 && echo && echo "######## 4. many outstanding isends through pml/rdrp, pml_rdrp_throttle off / rank / node (MB/s, higher is better; best of 5)"
-part 4 && for net in shm tcp; do
-    args=(--mca pml rdrp)
-    [ $net = tcp ] && args+=(-x UCX_TLS=tcp,self)
-    for np in 2 4 8; do
-        out=$(mktemp)
-        for m in off rank node; do
-            timeout 300 "${MPIRUN[@]}" -np $np "${args[@]}" --mca pml_rdrp_throttle $m "$HERE/build/throttle_isend" off \
-                -s 64,1024,16384,262144 -n 256 | grep '^isend' | awk -v m=$m '{ $2 = m; print }' >>"$out"
+# isend_part NUMBER TITLE WHICH: WHICH=engine (the benchmark's own admission
+# over ob1 / pml ucx) or pml (pml/rdrp's pml_rdrp_throttle, benchmark off)
+isend_part() {
+    part "$1" || return 0
+    echo; echo "######## $1. $2 (MB/s, higher is better; best of 5)"
+    for net in shm tcp; do
+        for np in 2 4 8; do
+            out=$(mktemp)
+            for m in off rank node; do
+                if [ "$3" = engine ]; then
+                    args=(--mca pml ob1)
+                    [ $net = tcp ] && args=("${UCX[@]}" -x UCX_TLS=tcp,self)
+                    args+=("$HERE/build/throttle_isend" $m)
+                else
+                    args=(--mca pml rdrp --mca pml_rdrp_throttle $m)
+                    [ $net = tcp ] && args+=(-x UCX_TLS=tcp,self)
+                    args+=("$HERE/build/throttle_isend" off)
+                fi
+                timeout 300 "${MPIRUN[@]}" -np $np "${args[@]}" -s 64,1024,16384,262144 -n 256 |
+                    grep '^isend' | awk -v m=$m '{ $2 = m; print }' >>"$out"
+            done
+            echo; echo "#### $net, np $np"
+            isend_table "$out"
+            rm -f "$out"
         done
-        echo; echo "#### $net, np $np"
-        awk '{ k = $3; id = $2 SUBSEP k; v[id] = $4
-               if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
-             END { printf "%9s %10s %10s %10s %9s %9s\n", "bytes", "off", "rank", "node", "rank/off", "node/off"
-                   for (i = 1; i <= n; i++) { k = order[i]; o = v["off" SUBSEP k]; r = v["rank" SUBSEP k]; d = v["node" SUBSEP k]
-                       printf "%9s %10.1f %10.1f %10.1f %9.2f %9.2f\n", k, o, r, d, (o ? r / o : 0), (o ? d / o : 0) } }' "$out"
-        rm -f "$out"
     done
-done
+}
+isend_part 3 "many outstanding isends admitted by the throttle" engine
+isend_part 4 "many outstanding isends through pml/rdrp, pml_rdrp_throttle off / rank / node" pml

@@ -67,10 +67,23 @@ static void reg_size(const char *name, const char *help, unsigned long long *sto
                                           OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, storage);
 }
 
+/* An enumerated parameter: its values by name, stored as their numbers. */
+static void reg_enum(const char *name, const mca_base_var_enum_value_t *values, const char *help,
+                     int *storage, int level)
+{
+    char enum_name[64];
+    mca_base_var_enum_t *e = NULL;
+    snprintf(enum_name, sizeof(enum_name), "pml_rdrp_%s", name);
+    (void)mca_base_var_enum_create(enum_name, values, &e);
+    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, name, help,
+                                          MCA_BASE_VAR_TYPE_INT, e, 0, 0, level,
+                                          MCA_BASE_VAR_SCOPE_READONLY, storage);
+    if (e) OBJ_RELEASE(e);
+}
+
 static int rdrp_register(void)
 {
     mca_pml_rdrp_params_t *p = &mca_pml_rdrp_params;
-    mca_base_var_enum_t *path_enum = NULL;
 
     p->priority = 5;
     reg_int("priority", "Priority of pml/rdrp (it is only ever used when selected by name: --mca pml rdrp)",
@@ -97,17 +110,13 @@ static int rdrp_register(void)
     reg_int("max_outstanding",
             "Most rendezvous chunks one receive has in flight at once (the receiver's window: a slow receiver sets the pace)",
             &p->max_outstanding, OPAL_INFO_LVL_4);
-    mca_base_var_enum_t *proto_enum = NULL;
     p->rndv_protocol = RDRP_RNDV_AUTO;
-    (void)mca_base_var_enum_create("pml_rdrp_rndv_protocol", rndv_protocol_values, &proto_enum);
-    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "rndv_protocol",
-            "Rendezvous protocol for messages above the eager limit: rdrp (chunked receiver-driven pull "
-            "with a bounded window), get (one GET of the whole message, completion by polling the last "
-            "byte), put (receiver-initiated PUT with a randomised poll byte), auto (get up to "
-            "pml_rdrp_get_limit bytes, rdrp above)",
-            MCA_BASE_VAR_TYPE_INT, proto_enum, 0, 0, OPAL_INFO_LVL_4,
-            MCA_BASE_VAR_SCOPE_READONLY, &p->rndv_protocol);
-    OBJ_RELEASE(proto_enum);
+    reg_enum("rndv_protocol", rndv_protocol_values,
+             "Rendezvous protocol for messages above the eager limit: rdrp (chunked receiver-driven pull "
+             "with a bounded window), get (one GET of the whole message, completion by polling the last "
+             "byte), put (receiver-initiated PUT with a randomised poll byte), auto (get up to "
+             "pml_rdrp_get_limit bytes, rdrp above)",
+             &p->rndv_protocol, OPAL_INFO_LVL_4);
     reg_size("get_limit",
              "With pml_rdrp_rndv_protocol=auto: rendezvous messages up to this size use the get protocol, larger ones rdrp (0: always rdrp)",
              &get_limit);
@@ -117,14 +126,11 @@ static int rdrp_register(void)
             "as the protocol prescribes; 0..255 fixes it, which makes explicit FINs frequent)",
             &p->put_poll_value, OPAL_INFO_LVL_6);
     p->data_path = RDRP_PATH_AUTO;
-    (void)mca_base_var_enum_create("pml_rdrp_data_path", data_path_values, &path_enum);
-    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "data_path",
-            "How rendezvous chunks move: rma (ucp_get_nbx from the sender's registered buffer), "
-            "am (UCX active-message rendezvous accepted by the receiver with ucp_am_recv_data_nbx), "
-            "auto (per peer locality, from measurements: am on-node, rma off-node)",
-            MCA_BASE_VAR_TYPE_INT, path_enum, 0, 0, OPAL_INFO_LVL_4,
-            MCA_BASE_VAR_SCOPE_READONLY, &p->data_path);
-    OBJ_RELEASE(path_enum);
+    reg_enum("data_path", data_path_values,
+             "How rendezvous chunks move: rma (ucp_get_nbx from the sender's registered buffer), "
+             "am (UCX active-message rendezvous accepted by the receiver with ucp_am_recv_data_nbx), "
+             "auto (per peer locality, from measurements: am on-node, rma off-node)",
+             &p->data_path, OPAL_INFO_LVL_4);
     reg_size("auto_rma_min",
              "With pml_rdrp_data_path=auto, on-node messages of at least this size use the rma path "
              "(measured on UCX 1.13 shared memory: am has lower latency up to 1 MiB, rma moves large "
@@ -140,13 +146,9 @@ static int rdrp_register(void)
     p->credit_mode = 1;
     {
         static const mca_base_var_enum_value_t mode_values[] = {{0, "static"}, {1, "dynamic"}, {0, NULL}};
-        mca_base_var_enum_t *mode_enum = NULL;
-        (void)mca_base_var_enum_create("pml_rdrp_credit_mode", mode_values, &mode_enum);
-        (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "credit_mode",
-                "Credit flow control: static (equal fixed quotas) or dynamic (quotas follow sender activity)",
-                MCA_BASE_VAR_TYPE_INT, mode_enum, 0, 0, OPAL_INFO_LVL_4,
-                MCA_BASE_VAR_SCOPE_READONLY, &p->credit_mode);
-        OBJ_RELEASE(mode_enum);
+        reg_enum("credit_mode", mode_values,
+                 "Credit flow control: static (equal fixed quotas) or dynamic (quotas follow sender activity)",
+                 &p->credit_mode, OPAL_INFO_LVL_4);
     }
     p->credit_slots = 0;
     reg_int("credit_slots", "Mailbox slots (of max(eager_limit, rndv_first_chunk) bytes) per receiver; "
@@ -164,18 +166,14 @@ static int rdrp_register(void)
     p->throttle = 0;
     {
         static const mca_base_var_enum_value_t thr_values[] = {{0, "off"}, {1, "rank"}, {2, "node"}, {0, NULL}};
-        mca_base_var_enum_t *thr_enum = NULL;
-        (void)mca_base_var_enum_create("pml_rdrp_throttle", thr_values, &thr_enum);
-        (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "throttle",
-                "Token throttling of point-to-point sends (coll/cdag's admission control): off; rank "
-                "(at most pml_rdrp_throttle_rank_limit eager messages or RTS per process not yet locally "
-                "complete); node (also a token pool shared by the job's processes on a node, "
-                "pml_rdrp_throttle_node_tokens, FCFS).  Refused sends wait in order.  Helps when many "
-                "messages are pushed into a slow network at once (measured over TCP); costs a little on "
-                "shared memory",
-                MCA_BASE_VAR_TYPE_INT, thr_enum, 0, 0, OPAL_INFO_LVL_4,
-                MCA_BASE_VAR_SCOPE_READONLY, &p->throttle);
-        OBJ_RELEASE(thr_enum);
+        reg_enum("throttle", thr_values,
+                 "Token throttling of point-to-point sends (coll/cdag's admission control): off; rank "
+                 "(at most pml_rdrp_throttle_rank_limit eager messages or RTS per process not yet locally "
+                 "complete); node (also a token pool shared by the job's processes on a node, "
+                 "pml_rdrp_throttle_node_tokens, FCFS).  Refused sends wait in order.  Measured "
+                 "(bench/throttle_sweep.sh part 4): rank mode moves floods of small isends 1.3-2.7x "
+                 "faster at 4-8 processes per node; node mode loses when processes outnumber cores",
+                 &p->throttle, OPAL_INFO_LVL_4);
     }
     p->throttle_rank_limit = 16;
     reg_int("throttle_rank_limit", "Sends per process being injected at once under pml_rdrp_throttle rank or node (0: unlimited)",
