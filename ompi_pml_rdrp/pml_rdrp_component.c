@@ -171,8 +171,8 @@ static int rdrp_register(void)
                  "(at most pml_rdrp_throttle_rank_limit eager messages or RTS per process not yet locally "
                  "complete); node (also a token pool shared by the job's processes on a node, "
                  "pml_rdrp_throttle_node_tokens, FCFS).  Refused sends wait in order.  Measured "
-                 "(bench/throttle_sweep.sh part 4): rank mode moves floods of small isends 1.3-2.7x "
-                 "faster at 4-8 processes per node; node mode loses when processes outnumber cores",
+                 "(bench/throttle_sweep.sh part 4): floods of small isends at 4-8 processes per node move "
+                 "1.3-4x faster in rank or node mode; neutral at 2 processes",
                  &p->throttle, OPAL_INFO_LVL_4);
     }
     p->throttle_rank_limit = 16;
