@@ -54,7 +54,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-b")) cfg.bytes_per_token = (uint64_t)atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "-c")) cache = atol(argv[i + 1]);
     }
-    cfg.cache = (uint32_t)(cache >= 0 ? cache : (long)cfg.node_tokens / (2L * size));
+    cfg.cache = cache >= 0 ? (uint32_t)cache : CDAG_THROTTLE_CACHE_AUTO;
     int pid = (int)getpid();
     MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
     char name[64], err[256];

@@ -123,7 +123,6 @@ struct cdag_glue_comm {
     cdag_throttle_t *pool = nullptr;  // node token pool of this communicator (throttle node)
     uint32_t sends = 0;               // sends in flight: the communicator outlives them
     bool doomed = false;              // destroyed while sends were in flight
-    uint64_t cache_hits = 0;          // the pool's, as last seen
     Tr tr;
     cdag_glue_comm() : tr(this) {}
 };
@@ -197,17 +196,9 @@ bool admit(Comm *c, uint64_t len, uint32_t *tokens)
     uint32_t none;
     *tokens = 0;
     if (G.rank_thr && !cdag_throttle_try_acquire(G.rank_thr, len, &none)) return false;
-    if (c->pool) {
-        if (!cdag_throttle_try_acquire(c->pool, len, tokens)) {
-            if (G.rank_thr) cdag_throttle_release(G.rank_thr, 0);
-            return false;
-        }
-        cdag_throttle_stats_t st;
-        cdag_throttle_stats(c->pool, &st);
-        if (st.cache_hits != c->cache_hits) {
-            ++cdag_glue_stats.token_cache_hits;
-            c->cache_hits = st.cache_hits;
-        }
+    if (c->pool && !cdag_throttle_try_acquire(c->pool, len, tokens)) {
+        if (G.rank_thr) cdag_throttle_release(G.rank_thr, 0);
+        return false;
     }
     return true;
 }
@@ -684,9 +675,8 @@ cdag_glue_comm_t *cdag_glue_comm_create(uint32_t cid, int rank, int size, const 
         tc.bytes_per_token = G.cfg.throttle_bytes_per_token;
         tc.concurrency = G.cfg.throttle_concurrency;
         tc.recover_after = G.cfg.throttle_recover;
-        int cache = G.cfg.throttle_cache;
-        if (cache < 0) cache = static_cast<int>(G.cfg.throttle_node_tokens) / (2 * std::max(local_size, 1));
-        tc.cache = static_cast<uint32_t>(cache);
+        tc.cache = G.cfg.throttle_cache < 0 ? CDAG_THROTTLE_CACHE_AUTO : static_cast<uint32_t>(G.cfg.throttle_cache);
+        tc.cache_hit_counter = &cdag_glue_stats.token_cache_hits;
         char err[256] = "";
         c->pool = cdag_throttle_create(&tc, pool_name, local_index, local_size, err, sizeof(err));
         if (!c->pool) {

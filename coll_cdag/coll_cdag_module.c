@@ -122,10 +122,13 @@ static int cdag_module_enable(mca_coll_base_module_t *module, struct ompi_commun
     int rc = connect_members(comm, ids);
     if (rc == OMPI_SUCCESS) {
         char pool[128];
+        const char *pool_name = NULL;  /* a node token pool only under throttle node */
         int local_index = 0, local_size = 1;
-        if (cdag_glue_throttle_mode() == CDAG_THROTTLE_NODE) node_pool_name(comm, ids, pool, sizeof(pool), &local_index, &local_size);
-        m->gc = cdag_glue_comm_create(comm->c_contextid, ompi_comm_rank(comm), size, ids,
-                                      cdag_glue_throttle_mode() == CDAG_THROTTLE_NODE ? pool : NULL,
+        if (cdag_glue_throttle_mode() == CDAG_THROTTLE_NODE) {
+            node_pool_name(comm, ids, pool, sizeof(pool), &local_index, &local_size);
+            pool_name = pool;
+        }
+        m->gc = cdag_glue_comm_create(comm->c_contextid, ompi_comm_rank(comm), size, ids, pool_name,
                                       local_index, local_size);
         if (!m->gc) {
             opal_show_help("help-coll-cdag.txt", "comm-failed", true, opal_process_info.nodename,

@@ -308,6 +308,7 @@ cdag_throttle_t *cdag_throttle_create(const cdag_throttle_config_t *cfg, const c
     }
     t->slot = local_rank;
     t->local_size = local_size;
+    if (t->cfg.cache == CDAG_THROTTLE_CACHE_AUTO) t->cfg.cache = cfg->node_tokens / (2u * static_cast<uint32_t>(local_size));
     t->map_len = pool_bytes(static_cast<uint32_t>(local_size));
     if (local_size == 1) {  // nobody to share with: private memory, no name
         void *m = aligned_alloc(kLine, (t->map_len + kLine - 1) / kLine * kLine);
@@ -408,17 +409,25 @@ void end_turn(cdag_throttle *t)
     t->my_ticket = 0;
 }
 
-/* A proxy served our ticket: its tokens are ours (0: not delivered yet). */
+/* A proxy served our ticket: its tokens are ours (0: not delivered yet).
+ * They were sized by the need the proxy read, so they go through the cache:
+ * enough admits the message, too few wait there for the next attempt. */
 int take_grant(cdag_throttle *t, uint32_t need)
 {
     Slot &me = t->pool->slots[t->slot];
     int64_t g = me.granted.load(std::memory_order_acquire);
     if (g == 0) return 0;
     me.granted.store(0);
-    t->in_use += need;
-    if (g > need) t->cache += g - need;  // cannot happen (need is the message's), but lose nothing
+    t->cache += g;
     end_turn(t);
     ++t->st.grants_taken;
+    if (t->cache < need) {
+        publish_held(t);
+        return 0;
+    }
+    t->cache -= need;
+    t->in_use += need;
+    publish_held(t);
     return 1;
 }
 
@@ -471,9 +480,10 @@ int node_acquire(cdag_throttle *t, uint32_t need)
     bool nobody_waits = queue_empty(p);  // a ticket of ours counts too
     /* The token cache: nobody waits, so serving ourselves keeps FCFS. */
     if (t->my_ticket == 0 && nobody_waits && t->cache >= need && take_mark(t)) {
-        t->cache -= need;
+        t->cache -= need;  // held (in use + cache) is unchanged: nothing to publish
         t->in_use += need;
         ++t->st.cache_hits;
+        if (t->cfg.cache_hit_counter) ++*t->cfg.cache_hit_counter;
         return 1;
     }
     if (!nobody_waits) flush_cache(t);
@@ -482,6 +492,7 @@ int node_acquire(cdag_throttle *t, uint32_t need)
     bool fast = t->my_ticket == 0 && nobody_waits;
     if (!fast) {
         if (t->my_ticket == 0) draw_ticket(t, need);
+        else me.need.store(need);  // the waiting message may have changed (a failed schedule's was dropped)
         if (me.grant_for.load() == t->my_ticket) return take_grant(t, need);
         if (p->now_serving.load() != t->my_ticket) {
             help_head(t);
@@ -519,6 +530,7 @@ int node_acquire(cdag_throttle *t, uint32_t need)
     }
     t->cache += extra - from_cache;
     t->in_use += need;
+    publish_held(t);
     if (t->my_ticket) end_turn(t);
     return 1;
 }
@@ -546,7 +558,6 @@ int cdag_throttle_try_acquire(cdag_throttle_t *t, uint64_t bytes, uint32_t *toke
             }
             return 0;
         }
-        publish_held(t);
         *tokens = need;
         t->waits = 0;
     }

@@ -67,8 +67,12 @@ typedef struct cdag_throttle_config {
     uint64_t bytes_per_token;  /* 0: one token per message */
     uint32_t concurrency;      /* CCT: ranks injecting at once (0: unlimited) */
     uint32_t recover_after;    /* waiting polls before dead slots are reclaimed */
-    uint32_t cache;            /* tokens a rank may keep between messages (0: none) */
+    uint32_t cache;            /* tokens a rank may keep between messages (0: none;
+                                  CDAG_THROTTLE_CACHE_AUTO: node_tokens / (2 x local ranks)) */
+    uint64_t *cache_hit_counter; /* optional: incremented for every message the cache admits */
 } cdag_throttle_config_t;
+
+#define CDAG_THROTTLE_CACHE_AUTO UINT32_MAX
 
 typedef struct cdag_throttle cdag_throttle_t;
 

@@ -23,7 +23,6 @@ namespace {
 cdag_throttle_t *thr = nullptr;
 std::deque<Request *> queue;  // refused sends, in the order they were started
 bool draining = false;
-uint64_t seen_cache_hits = 0;
 
 /* What the tokens pay for: the eager message, or the RTS with its first chunk. */
 uint64_t injected_bytes(const Request *r)
@@ -38,12 +37,6 @@ bool try_take(Request *r)
     if (!cdag_throttle_try_acquire(thr, injected_bytes(r), &tokens)) return false;
     r->thr_tokens = tokens;
     r->thr_held = true;
-    cdag_throttle_stats_t st;
-    cdag_throttle_stats(thr, &st);
-    if (st.cache_hits != seen_cache_hits) {
-        ++stats.throttle_cache_hits;
-        seen_cache_hits = st.cache_hits;
-    }
     return true;
 }
 
@@ -61,9 +54,8 @@ bool throttle_init()
     c.recover_after = static_cast<uint32_t>(std::max(p.throttle_recover_polls, 1));
     int local_size = static_cast<int>(opal_process_info.num_local_peers) + 1;
     int local_rank = static_cast<int>(opal_process_info.my_local_rank);
-    int cache = p.throttle_token_cache;
-    if (cache < 0) cache = static_cast<int>(c.node_tokens) / (2 * local_size);
-    c.cache = static_cast<uint32_t>(cache);
+    c.cache = p.throttle_token_cache < 0 ? CDAG_THROTTLE_CACHE_AUTO : static_cast<uint32_t>(p.throttle_token_cache);
+    c.cache_hit_counter = &stats.throttle_cache_hits;
     /* one pool per job and node: the job id is unique among the node's jobs */
     char name[96], err[256] = "";
     snprintf(name, sizeof(name), "/rdrp-pml-%u-%u", static_cast<unsigned>(OMPI_PROC_MY_NAME->jobid),
@@ -76,7 +68,7 @@ bool throttle_init()
     throttle_active = true;
     RDRP_VERBOSE(2, "throttle %s: rank limit %u, node tokens %u, %llu bytes per token, cache %d",
                  p.throttle == RDRP_THROTTLE_NODE ? "node" : "rank", c.rank_limit, c.node_tokens,
-                 static_cast<unsigned long long>(c.bytes_per_token), cache);
+                 static_cast<unsigned long long>(c.bytes_per_token), p.throttle_token_cache);
     return true;
 }
 

@@ -134,6 +134,54 @@ TEST(Throttle, TicketsServeInOrder)
     EXPECT_EQ(held, 6);
 }
 
+// A proxy sizes its grant by the need the head recorded; if the head's
+// waiting message changed since (a failed schedule's message was dropped),
+// a smaller grant must not admit a bigger message: no token is created.
+TEST(Throttle, GrantSmallerThanTheNeedCreatesNoTokens)
+{
+    Handles hs;
+    open_handles(hs, node_cfg(8, 0, 0, 1), pool_name("regrant"), 3);
+    cdag_throttle_t *a = hs.h[0], *b = hs.h[1], *c = hs.h[2];
+    uint32_t tok;
+    for (int i = 0; i < 4; ++i) ASSERT_EQ(cdag_throttle_try_acquire(a, 2, &tok), 1);  // all 8
+    EXPECT_EQ(cdag_throttle_try_acquire(b, 1, &tok), 0);  // head, needs 1
+    EXPECT_EQ(cdag_throttle_try_acquire(c, 1, &tok), 0);
+    cdag_throttle_release(a, 2);
+    EXPECT_EQ(cdag_throttle_try_acquire(c, 1, &tok), 1) << "c serves b's 1, then itself";
+    int64_t fr, held;
+    int32_t inj;
+    EXPECT_EQ(cdag_throttle_try_acquire(b, 2, &tok), 0) << "a grant of 1 admitted a message of 2";
+    cdag_throttle_pool_state(a, &fr, &held, &inj);
+    EXPECT_EQ(fr + held, 8) << "tokens created or lost";
+    cdag_throttle_release(a, 2);
+    EXPECT_EQ(cdag_throttle_try_acquire(b, 2, &tok), 1) << "its 1 plus 1 from the pool";
+    EXPECT_EQ(tok, 2u);
+    EXPECT_EQ(cdag_throttle_cached(b), 0u);
+    cdag_throttle_pool_state(a, &fr, &held, &inj);
+    EXPECT_EQ(fr + held, 8);
+}
+
+// The default cache is node_tokens / (2 x local ranks); the caller can
+// count cache hits without asking for the statistics per message.
+TEST(Throttle, AutoCacheAndHitCounter)
+{
+    uint64_t hits = 0;
+    auto c = node_cfg(16);
+    c.cache = CDAG_THROTTLE_CACHE_AUTO;
+    c.cache_hit_counter = &hits;
+    Handles hs;
+    open_handles(hs, c, pool_name("autocache"), 4);
+    uint32_t tok;
+    ASSERT_EQ(cdag_throttle_try_acquire(hs.h[0], 8, &tok), 1);
+    EXPECT_EQ(cdag_throttle_cached(hs.h[0]), 2u) << "16 / (2 x 4)";
+    cdag_throttle_release(hs.h[0], tok);
+    for (int i = 0; i < 5; ++i) {
+        ASSERT_EQ(cdag_throttle_try_acquire(hs.h[0], 8, &tok), 1);
+        cdag_throttle_release(hs.h[0], tok);
+    }
+    EXPECT_EQ(hits, 5u);
+}
+
 // With more ranks than cores the head of the queue is often descheduled:
 // the ranks behind it must not wait for it while tokens are free.
 TEST(Throttle, DescheduledHeadDoesNotStallTheQueue)
