@@ -339,6 +339,8 @@ void cdag_throttle_destroy(cdag_throttle_t *t)
     if (!t) return;
     if (t->pool) {
         Slot &s = t->pool->slots[t->slot];
+        /* gone first: a proxy that grants to us after this takes its grant back */
+        s.pid.store(-1);
         int64_t h = s.held.exchange(0) + s.granted.exchange(0);
         if (h) t->pool->tokens.fetch_add(h);
         if (s.injecting.exchange(0)) t->pool->injecting.fetch_sub(1);
@@ -349,7 +351,6 @@ void cdag_throttle_destroy(cdag_throttle_t *t)
             uint64_t e = t->my_ticket;
             if (t->pool->now_serving.compare_exchange_strong(e, e + 1)) s.ticket.store(0);
         }
-        s.pid.store(-1);  // gone: the slot is never taken again
         if (t->priv) {
             free(t->pool);
         } else {
@@ -466,6 +467,9 @@ void help_head(cdag_throttle *t)
         return;
     }
     h->granted.store(n, std::memory_order_release);
+    if (h->pid.load() < 0) {  // its owner left meanwhile: the tokens come back (once: exchange)
+        p->tokens.fetch_add(h->granted.exchange(0));
+    }
     ++t->st.proxy_grants;
     uint64_t e = serving;
     p->now_serving.compare_exchange_strong(e, serving + 1);
