@@ -121,8 +121,6 @@ struct cdag_glue_comm {
     uint32_t next_sched = 0;
     std::map<PlanKey, std::shared_ptr<const cdag::Plan>> cache;
     cdag_throttle_t *pool = nullptr;  // node token pool of this communicator (throttle node)
-    uint32_t sends = 0;               // sends in flight: the communicator outlives them
-    bool doomed = false;              // destroyed while sends were in flight
     Tr tr;
     cdag_glue_comm() : tr(this) {}
 };
@@ -188,7 +186,6 @@ struct SendCtx {
 };
 
 void drain_pending();
-void comm_free(Comm *c);
 
 /* Admission: the rank's limit, then the communicator's node pool. */
 bool admit(Comm *c, uint64_t len, uint32_t *tokens)
@@ -218,7 +215,6 @@ void send_done(void *request, ucs_status_t status, void *user_data)
     if (status == UCS_OK) s->ex->complete(s->v);
     else s->ex->fail(s->v, static_cast<int>(status));
     delete s;
-    if (--c->sends == 0 && c->doomed) comm_free(c);
     if (G.throttling && !G.pending.empty()) drain_pending();
 }
 
@@ -227,7 +223,6 @@ int send_now(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag
 {
     auto *s = new (std::nothrow) SendCtx{c, &ex, v, tokens, AmHdr{c->cid, c->rank, id.sched, id.seq, id.tag, 0}};
     if (!s) return -1;
-    ++c->sends;
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = send_done;
@@ -242,7 +237,6 @@ int send_now(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag
     if (UCS_PTR_IS_ERR(sp)) {
         if (G.throttling) unadmit(c, tokens);
         delete s;
-        --c->sends;
         return static_cast<int>(UCS_PTR_STATUS(sp));
     }
     return 0;
@@ -264,15 +258,6 @@ void drain_pending()
         if (rc != 0) p.ex->fail(p.v, rc);
     }
     draining = false;
-}
-
-void comm_free(Comm *c)
-{
-    if (c->pool) {
-        G.pooled.erase(std::find(G.pooled.begin(), G.pooled.end(), c));
-        cdag_throttle_destroy(c->pool);
-    }
-    delete c;
 }
 
 /* From progress: queued sends may go now (a peer rank freed tokens), and
@@ -703,12 +688,13 @@ void cdag_glue_comm_destroy(cdag_glue_comm_t *c)
             ++it;
         }
     }
-    for (auto it = G.pending.begin(); it != G.pending.end();) {
-        if (it->c == c) it = G.pending.erase(it);
-        else ++it;
+    /* no schedule of it runs any more: every request keeps its
+     * communicator (and so this state and its pool) until it is freed */
+    if (c->pool) {
+        G.pooled.erase(std::find(G.pooled.begin(), G.pooled.end(), c));
+        cdag_throttle_destroy(c->pool);
     }
-    if (c->sends) c->doomed = true;  // the last send_done frees it
-    else comm_free(c);
+    delete c;
 }
 
 int cdag_glue_throttle_mode(void) { return G.cfg.throttle_mode; }

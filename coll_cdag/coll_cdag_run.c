@@ -125,6 +125,7 @@ static void release_args(mca_coll_cdag_request_t *r)
 
 static void request_destroy(mca_coll_cdag_request_t *r)
 {
+    ompi_communicator_t *comm = r->nbc.super.req_mpi_object.comm;
     if (r->op) cdag_glue_op_free(r->op);
     r->op = NULL;
     free(r->send_stage);
@@ -133,6 +134,9 @@ static void request_destroy(mca_coll_cdag_request_t *r)
     release_args(r);
     OMPI_REQUEST_FINI(&r->nbc.super);
     OBJ_RELEASE(r);
+    /* last: this may free a communicator the user freed while the request
+     * lived, and with it our module, engine state and token pool */
+    OBJ_RELEASE(comm);
 }
 
 static int request_free(ompi_request_t **req)
@@ -463,6 +467,9 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
 
     OMPI_REQUEST_INIT(&r->nbc.super, mode == 2);
     r->nbc.super.req_type = OMPI_REQUEST_COLL;
+    /* MPI_Comm_free does not wait for pending operations: they complete
+     * normally, so the request keeps the communicator alive */
+    OBJ_RETAIN(comm);
     r->nbc.super.req_mpi_object.comm = comm;
     r->nbc.super.req_free = request_free;
     r->nbc.super.req_cancel = request_cancel;

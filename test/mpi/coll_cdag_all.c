@@ -523,6 +523,33 @@ static void test_concurrent(void)
     MPI_Comm_free(&dup);
 }
 
+/* MPI_Comm_free with a nonblocking collective still running on the
+ * communicator: the operation completes normally (MPI 4.0, 6.4.3). */
+static void test_free_while_pending(void)
+{
+    enum { N = 1 << 18 };
+    for (int round = 0; round < 4 && !mt_failures; round++) {
+        MPI_Comm dup;
+        CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+        unsigned char *s = mt_malloc((size_t)N * size), *r = mt_malloc((size_t)N * size);
+        for (int to = 0; to < size; to++)
+            for (long i = 0; i < N; i += 1021) s[(size_t)to * N + i] = mv_val(rank, to, i, 11 + round);
+        MPI_Request rq;
+        CHECK_MPI(MPI_Ialltoall(s, N, MPI_BYTE, r, N, MPI_BYTE, dup, &rq));
+        CHECK_MPI(MPI_Comm_free(&dup));
+        CHECK_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+        for (int from = 0; from < size; from++)
+            for (long i = 0; i < N; i += 1021)
+                if (r[(size_t)from * N + i] != mv_val(from, rank, i, 11 + round)) {
+                    CHECK(0, "alltoall on a freed communicator: from %d byte %ld wrong", from, i);
+                    from = size;
+                    break;
+                }
+        free(s);
+        free(r);
+    }
+}
+
 static void test_barrier(int form)
 {
     for (int i = 0; i < 5; i++) {
@@ -579,6 +606,8 @@ int main(int argc, char **argv)
     }
     mt_section("concurrent nonblocking collectives");
     if (!mt_failures) test_concurrent();
+    mt_section("communicator freed while a nonblocking collective runs on it");
+    if (!mt_failures) test_free_while_pending();
     mt_section("large alltoall (rendezvous messages in flight)");
     if (!mt_failures) {
         /* messages big enough to stay in flight until the receiver pulls
