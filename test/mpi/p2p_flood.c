@@ -11,6 +11,10 @@
  *  - a burst to a sleeping receiver: every rank but 0 sends BURST messages
  *    of 8 KiB while rank 0 sleeps without calling MPI, so the transport's
  *    queue to rank 0 fills and sends stay incomplete;
+ *  - a stream of STREAM messages per sender that rank 0 receives while
+ *    they are being sent; the senders probe between sends, so earlier
+ *    sends complete (and admission tokens come back) while later ones are
+ *    started: no later send may overtake an earlier one that waits;
  *  - with MPITEST_EXPECT_THROTTLED=1 (pml_rdrp_throttle at tiny limits):
  *    admission control did hold sends back (MPI_T), data and order intact.
  * Other PMLs run the data checks only.
@@ -21,6 +25,8 @@
 #define PER_SENDER 300
 #define BURST 512
 #define BURST_SIZE 8192
+#define STREAM 6000
+#define STREAM_SIZE 2048
 
 static size_t msg_size(int k)
 {
@@ -108,6 +114,33 @@ int main(int argc, char **argv)
         free(next);
         free(rb);
     }
+    mt_section("stream to a busy receiver, senders probing between sends");
+    if (rank != 0) {
+        MPI_Request *rq = mt_malloc(sizeof(MPI_Request) * STREAM);
+        char *b = mt_malloc((size_t)STREAM * STREAM_SIZE);
+        for (int k = 0; k < STREAM; k++) {
+            mt_fill(b + (size_t)k * STREAM_SIZE, STREAM_SIZE, rank, 9, k);
+            CHECK_MPI(MPI_Isend(b + (size_t)k * STREAM_SIZE, STREAM_SIZE, MPI_BYTE, 0, 9, MPI_COMM_WORLD, &rq[k]));
+            int flag;
+            CHECK_MPI(MPI_Iprobe(0, 99, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
+        }
+        CHECK_MPI(MPI_Waitall(STREAM, rq, MPI_STATUSES_IGNORE));
+        free(b);
+        free(rq);
+    } else {
+        char *rb = mt_malloc(STREAM_SIZE);
+        int *next = calloc((size_t)size, sizeof(int));
+        for (int m = 0; m < (size - 1) * STREAM && !mt_failures; m++) {
+            MPI_Status st;
+            CHECK_MPI(MPI_Recv(rb, STREAM_SIZE, MPI_BYTE, MPI_ANY_SOURCE, 9, MPI_COMM_WORLD, &st));
+            int s = st.MPI_SOURCE, k = next[s]++;
+            CHECK_STATUS(&st, s, 9, STREAM_SIZE, "stream message %d from %d", k, s);
+            CHECK_BUF(rb, STREAM_SIZE, s, 9, k, "stream message %d from %d (order)", k, s);
+        }
+        free(next);
+        free(rb);
+    }
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     if (getenv("MPITEST_EXPECT_THROTTLED") && atoi(getenv("MPITEST_EXPECT_THROTTLED"))) {
         unsigned long mine = throttled.ok ? pvar_read(&throttled) : 0, all = 0;
         MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
