@@ -1,6 +1,6 @@
 /*
  * throttle_isend: many outstanding MPI_Isend per rank, with every send
- * admitted by coll/cdag's token-throttling engine (coll_cdag/throttle.h)
+ * admitted by coll/cdag's token-throttling engine (common/throttle/throttle.h)
  * in mode off, rank or node -- the seed's "rate congestion" pattern with
  * the admission control in front of MPI point-to-point.
  *
@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../coll_cdag/throttle.h"
+#include "common/throttle/throttle.h"
 
 int main(int argc, char **argv)
 {

@@ -39,9 +39,9 @@ for p in throttle_sweep coll_bench; do
     fi
 done
 if [ ! -x "$HERE/build/throttle_isend" ] || [ "$HERE/throttle_isend.c" -nt "$HERE/build/throttle_isend" ] ||
-   [ "$HERE/../coll_cdag/throttle.cc" -nt "$HERE/build/throttle_isend" ]; then
-    mpicxx -O2 -std=c++17 -c -o "$HERE/build/throttle.o" "$HERE/../coll_cdag/throttle.cc" &&
-        mpicc -O2 -Wall -c -o "$HERE/build/throttle_isend.o" "$HERE/throttle_isend.c" &&
+   [ "$HERE/../common/throttle/throttle.cc" -nt "$HERE/build/throttle_isend" ]; then
+    mpicxx -O2 -std=c++17 -c -o "$HERE/build/throttle.o" "$HERE/../common/throttle/throttle.cc" &&
+        mpicc -O2 -Wall -I"$HERE/.." -c -o "$HERE/build/throttle_isend.o" "$HERE/throttle_isend.c" &&
         mpicxx -o "$HERE/build/throttle_isend" "$HERE/build/throttle_isend.o" "$HERE/build/throttle.o" || exit 1
 fi
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe)

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "btl_credit.h"
-#include "rdrp_ucx.h"
+#include "ucx_glue/rdrp_ucx.h"
 
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/base/mca_base_var_enum.h"

@@ -38,8 +38,8 @@ extern "C" {
 #include <string>
 #include <vector>
 
-#include "credit_endpoint.h"
-#include "rdrp_ucx.h"
+#include "common/credit/credit_endpoint.h"
+#include "ucx_glue/rdrp_ucx.h"
 
 namespace btlcredit {
 struct Frag;

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "btl_credit.h"
-#include "rdrp_credit.h" /* RDRP_CREDIT_PKT_* */
+#include "common/credit/rdrp_credit.h" /* RDRP_CREDIT_PKT_* */
 
 /* UCP AM ids (our own worker, so they collide with nobody). */
 #define BTL_CREDIT_AM_DATA 1

@@ -42,7 +42,7 @@ typedef struct cdag_glue_config {
     int    mpi_threads;       /* MPI_THREAD_MULTIPLE: lock everything */
     int    local_ranks;       /* processes of this job on this node (engine thread pinning) */
     int    local_rank;        /* this process among them */
-    /* token throttling (coll_cdag/throttle.h): mode CDAG_THROTTLE_* */
+    /* token throttling (common/throttle/throttle.h): mode CDAG_THROTTLE_* */
     int      throttle_mode;
     uint32_t throttle_rank_limit, throttle_node_tokens, throttle_concurrency, throttle_recover;
     uint64_t throttle_bytes_per_token;
@@ -80,7 +80,7 @@ int  cdag_glue_connect(uint64_t peer_id, const void *addr, size_t len, int remot
 int  cdag_glue_connected(uint64_t peer_id);
 
 /* One communicator.  Under node throttling, pool_name names the
- * communicator's node token pool (coll_cdag/throttle.h), which this rank
+ * communicator's node token pool (common/throttle/throttle.h), which this rank
  * opens as local_index of the local_size members on its node; NULL
  * otherwise. */
 typedef struct cdag_glue_comm cdag_glue_comm_t;

@@ -7,7 +7,7 @@
  */
 #include "coll_cdag.h"
 #include "coll_cdag_entry.h"
-#include "throttle.h"
+#include "common/throttle/throttle.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -5,7 +5,7 @@
 #include "ompi_config.h"
 
 #include "pml_rdrp.h"
-#include "rdrp_ucx.h"
+#include "ucx_glue/rdrp_ucx.h"
 
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/base/mca_base_var_enum.h"

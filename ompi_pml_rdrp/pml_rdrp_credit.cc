@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "credit_endpoint.h"
+#include "common/credit/credit_endpoint.h"
 
 namespace rdrp {
 

@@ -27,7 +27,7 @@ extern "C" {
 #include "pml_rdrp_wire.h"
 #include "pml_rdrp_wire_check.h"
 #include "rdrp_match.h"
-#include "rdrp_ucx.h"
+#include "ucx_glue/rdrp_ucx.h"
 
 namespace rdrp {
 

@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <deque>
 
-#include "coll_cdag/throttle.h"
+#include "common/throttle/throttle.h"
 
 namespace rdrp {
 

@@ -1,6 +1,6 @@
 /*
  * pml/rdrp token throttling (pml_rdrp_throttle, issue 6's optional part):
- * coll/cdag's admission control (coll_cdag/throttle.h: per-rank limit,
+ * coll/cdag's admission control (common/throttle/throttle.h: per-rank limit,
  * node token pool with FCFS tickets, token cache) in front of every
  * point-to-point message pml/rdrp injects.
  *

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "credit_engine.h"
+#include "common/credit/credit_engine.h"
 #include "sim_patterns.h"
 #include "sim_table.h"
 #include "sim_world.h"

@@ -10,8 +10,8 @@ top=$(cd "$here/../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-g++ -std=c++17 -O2 -Wall -Wextra -I "$top/btl_credit" -I "$here" \
-    "$top"/btl_credit/*.cc "$here"/credit_sim.cc "$here"/sim_world.cc "$here"/sim_patterns.cc \
+g++ -std=c++17 -O2 -Wall -Wextra -I "$top" -I "$here" \
+    "$top"/common/credit/*.cc "$here"/credit_sim.cc "$here"/sim_world.cc "$here"/sim_patterns.cc \
     -o "$tmp/credit_sim"
 
 if [ "${1:-}" = "--quick" ]; then

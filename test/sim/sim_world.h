@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "credit_engine.h"
+#include "common/credit/credit_engine.h"
 #include "sim_patterns.h"
 
 namespace sim {

@@ -16,12 +16,12 @@
  * Knob (environment): CDAG_TEST_SEED=<n> changes the base seed.  Failure
  * messages print the seed of the run.
  */
-#include "cdag_coll.h"
-#include "cdag_exec.h"
-#include "cdag_memnet.h"
-#include "cdag_plan.h"
-#include "cdag_schedule.h"
-#include "cdag_validate.h"
+#include "coll_cdag/cdag_coll.h"
+#include "coll_cdag/cdag_exec.h"
+#include "coll_cdag/cdag_memnet.h"
+#include "coll_cdag/cdag_plan.h"
+#include "coll_cdag/cdag_schedule.h"
+#include "coll_cdag/cdag_validate.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 /*
- * Unit and property tests for the credit engine (btl_credit/credit_engine.h).
+ * Unit and property tests for the credit engine (common/credit/credit_engine.h).
  *
  * Focused tests pin down the thesis' rules one by one (eq. 5.1 and 6.1,
  * initial state of §6.3, the static example of Fig. 5.2, monitoring points,
@@ -26,8 +26,8 @@
  * RDRP_CREDIT_STEPS=<n> random steps per run (default 4000).  A failure
  * prints its configuration and seed.
  */
-#include "credit_engine.h"
-#include "rdrp_credit.h"
+#include "common/credit/credit_engine.h"
+#include "common/credit/rdrp_credit.h"
 
 #include <gtest/gtest.h>
 

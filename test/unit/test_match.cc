@@ -12,7 +12,7 @@
  * A failure prints its seed; replay it with RDRP_MATCH_SEED=<seed>
  * RDRP_MATCH_ITERS=1.
  */
-#include "rdrp_match.h"
+#include "ompi_pml_rdrp/rdrp_match.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Token throttling (coll_cdag/throttle.h): cost math, the per-rank limit,
+// Token throttling (common/throttle/throttle.h): cost math, the per-rank limit,
 // the node pool shared by processes (tokens conserved under concurrent
 // acquire/release from forked processes), FCFS tickets, the concurrency
 // limit, recovery from a rank killed while holding tokens, and a random
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "throttle.h"
+#include "common/throttle/throttle.h"
 
 namespace {
 

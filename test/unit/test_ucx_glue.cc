@@ -29,7 +29,7 @@
  * ThreadSanitizer needs UCX's memory hooks off (UCX_MEM_EVENTS=no
  * UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none), then is clean too.
  */
-#include "rdrp_ucx.h"
+#include "ucx_glue/rdrp_ucx.h"
 
 #include <gtest/gtest.h>
 

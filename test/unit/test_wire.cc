@@ -8,7 +8,7 @@
 #include <limits>
 #include <random>
 
-#include "pml_rdrp_wire_check.h"
+#include "ompi_pml_rdrp/pml_rdrp_wire_check.h"
 
 using namespace rdrp::wire;
 

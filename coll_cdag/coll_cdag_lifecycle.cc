@@ -1,0 +1,334 @@
+/*
+ * coll/cdag engine service: life cycle of the process's UCX worker, of
+ * communicators (endpoints, node token pools, compiled-schedule caches)
+ * and of operations (a compiled plan plus its executor).
+ */
+#include "coll_cdag_service.h"
+
+#include <algorithm>
+#include <new>
+
+cdag_glue_stats_t cdag_glue_stats;
+
+namespace cdag_svc {
+Global G;
+}  // namespace cdag_svc
+
+using namespace cdag_svc;
+
+extern "C" {
+
+const char *cdag_glue_last_error(void) { return G.err.c_str(); }
+
+int cdag_glue_init(const cdag_glue_config_t *config)
+{
+    G.cfg = *config;
+    G.lock_on = config->thread || config->mpi_threads;
+    rdrp_ucx_context_params_t cp{};
+    cp.want_wakeup = config->thread ? 1 : 0;
+    if (rdrp_ucx_context_acquire(&cp) != 0) {
+        G.err = rdrp_ucx_last_error();
+        return -1;
+    }
+    G.uw = rdrp_ucx_worker_create(G.lock_on ? 1 : 0, nullptr, nullptr);
+    if (!G.uw) {
+        G.err = rdrp_ucx_last_error();
+        rdrp_ucx_context_release();
+        return -1;
+    }
+    G.w = rdrp_ucx_worker_handle(G.uw);
+    if (rdrp_ucx_set_am_handler(G.uw, kAmId, am_cb, nullptr) != 0) {
+        G.err = rdrp_ucx_last_error();
+        cdag_glue_fini();
+        return -1;
+    }
+    G.throttling = config->throttle_mode != CDAG_THROTTLE_OFF;
+    if (G.throttling && config->throttle_rank_limit) {  // node pools come with their communicators
+        cdag_throttle_config_t tc{};
+        tc.mode = CDAG_THROTTLE_RANK;
+        tc.rank_limit = config->throttle_rank_limit;
+        char err[256] = "";
+        G.rank_thr = cdag_throttle_create(&tc, nullptr, 0, 1, err, sizeof(err));
+        if (!G.rank_thr) {
+            G.err = err;
+            cdag_glue_fini();
+            return -1;
+        }
+    }
+    size_t n = config->eager_buffers, sz = config->eager_size;
+    if (n && sz) {
+        G.shadow_mem.reset(new (std::nothrow) char[n * sz]);
+        if (G.shadow_mem)
+            for (size_t i = 0; i < n; ++i) G.shadow_free.push_back(G.shadow_mem.get() + i * sz);
+    }
+    G.up = true;
+    if (config->thread && ucp_worker_get_efd(G.w, &G.efd) != UCS_OK) {
+        G.err = "the UCX context has no wakeup support (ucp_worker_get_efd failed)";
+        cdag_glue_fini();
+        return -1;
+    }
+    /* the engine thread starts with the first collective, once MPI_Init is
+     * over: nothing to progress before, and start-up stays single-threaded */
+    return 0;
+}
+
+void cdag_glue_fini(void)
+{
+    if (G.thread_running) {
+        G.stop = true;
+        if (G.w) ucp_worker_signal(G.w);
+        G.th.join();
+        G.thread_running = false;
+    }
+    for (auto &kv : G.unexpected)
+        if (!kv.second.pulling) shadow_release(kv.second);
+    G.unexpected.clear();
+    G.pending.clear();
+    for (Comm *c : G.pooled) {  // communicators still alive at shutdown give their pools back
+        cdag_throttle_destroy(c->pool);
+        c->pool = nullptr;
+    }
+    G.pooled.clear();
+    if (G.rank_thr) {
+        cdag_throttle_destroy(G.rank_thr);
+        G.rank_thr = nullptr;
+    }
+    G.throttling = false;
+    G.posted.clear();
+    G.eps.clear();
+    if (G.uw) {
+        rdrp_ucx_worker_destroy(G.uw, 10.0);
+        G.uw = nullptr;
+        G.w = nullptr;
+        rdrp_ucx_context_release();
+    }
+    G.shadow_free.clear();
+    G.shadow_mem.reset();
+    G.up = false;
+}
+
+int cdag_glue_worker_address(void **addr, size_t *len)
+{
+    return rdrp_ucx_worker_address(G.uw, 0, addr, len);
+}
+
+void cdag_glue_worker_address_release(void *addr) { rdrp_ucx_worker_address_release(G.uw, addr); }
+
+int cdag_glue_connected(uint64_t peer_id)
+{
+    Lock l;
+    return G.eps.count(peer_id) != 0;
+}
+
+int cdag_glue_connect(uint64_t peer_id, const void *addr, size_t len, int remote)
+{
+    Lock l;
+    if (G.eps.count(peer_id)) return 0;
+    ucp_ep_h ep = rdrp_ucx_connect(G.uw, addr, len, remote, peer_id);
+    if (!ep) {
+        G.err = rdrp_ucx_last_error();
+        return -1;
+    }
+    G.eps[peer_id] = ep;
+    return 0;
+}
+
+cdag_glue_comm_t *cdag_glue_comm_create(uint32_t cid, int rank, int size, const uint64_t *peer_ids,
+                                        const char *pool_name, int local_index, int local_size)
+{
+    Lock l;
+    auto *c = new (std::nothrow) cdag_glue_comm;
+    if (!c) return nullptr;
+    c->cid = cid;
+    c->rank = rank;
+    c->size = size;
+    c->eps.assign(static_cast<size_t>(size), nullptr);
+    for (int r = 0; r < size; ++r) {
+        auto it = G.eps.find(peer_ids[r]);
+        if (it == G.eps.end()) {
+            G.err = "no endpoint to a member of the communicator";
+            delete c;
+            return nullptr;
+        }
+        c->eps[r] = it->second;
+    }
+    if (G.cfg.throttle_mode == CDAG_THROTTLE_NODE) {
+        cdag_throttle_config_t tc{};
+        tc.mode = CDAG_THROTTLE_NODE;
+        tc.node_tokens = G.cfg.throttle_node_tokens;
+        tc.bytes_per_token = G.cfg.throttle_bytes_per_token;
+        tc.concurrency = G.cfg.throttle_concurrency;
+        tc.recover_after = G.cfg.throttle_recover;
+        tc.cache = G.cfg.throttle_cache < 0 ? CDAG_THROTTLE_CACHE_AUTO : static_cast<uint32_t>(G.cfg.throttle_cache);
+        tc.cache_hit_counter = &cdag_glue_stats.token_cache_hits;
+        char err[256] = "";
+        c->pool = cdag_throttle_create(&tc, pool_name, local_index, local_size, err, sizeof(err));
+        if (!c->pool) {
+            G.err = err;
+            delete c;
+            return nullptr;
+        }
+        G.pooled.push_back(c);
+        ++cdag_glue_stats.throttle_pools;
+    }
+    return c;
+}
+
+void cdag_glue_comm_destroy(cdag_glue_comm_t *c)
+{
+    Lock l;
+    /* drop what arrived for it and was never asked for (a cid is reused
+     * only after every rank freed the communicator) */
+    for (auto it = G.unexpected.begin(); it != G.unexpected.end();) {
+        if (it->first.cid == c->cid && !it->second.pulling) {
+            shadow_release(it->second);
+            it = G.unexpected.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    /* no schedule of it runs any more: every request keeps its
+     * communicator (and so this state and its pool) until it is freed */
+    if (c->pool) {
+        G.pooled.erase(std::find(G.pooled.begin(), G.pooled.end(), c));
+        cdag_throttle_destroy(c->pool);
+    }
+    delete c;
+}
+
+int cdag_glue_throttle_mode(void) { return G.cfg.throttle_mode; }
+
+uint32_t cdag_glue_comm_next_sched(cdag_glue_comm_t *c)
+{
+    Lock l;
+    return c->next_sched++;
+}
+
+cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t *s, uint32_t sched,
+                                    cdag_glue_reduce_fn_t fn, void *fn_ctx, int *err)
+{
+    *err = 0;
+    cdag::CollSpec spec;
+    spec.coll = static_cast<cdag::Coll>(s->coll);
+    spec.rank = c->rank;
+    spec.size = c->size;
+    spec.root = s->root;
+    spec.count = s->count;
+    spec.elem_size = s->elem_size ? s->elem_size : 1;
+    spec.commutative = s->commutative != 0;
+    spec.in_place = s->in_place != 0;
+    spec.counts = s->counts;
+    spec.displs = s->displs;
+    spec.rcounts = s->rcounts;
+    spec.rdispls = s->rdispls;
+    const cdag_glue_algo_t &a = G.cfg.algo[s->coll];
+    cdag::AlgoChoice ch;
+    ch.algo = static_cast<cdag::Algo>(a.algo);
+    ch.tree = static_cast<cdag::Algo>(a.tree ? a.tree : CDAG_ALGO_KNOMIAL);
+    ch.radix = a.radix > 0 ? a.radix : 2;
+    ch.seg_bytes = a.seg_bytes;
+    ch.window = a.window;
+
+    bool vvar = s->coll >= CDAG_GATHERV || s->coll == CDAG_REDUCE_SCATTER;
+    PlanKey key{s->coll, s->root, s->count, spec.elem_size, s->commutative, s->in_place};
+    std::shared_ptr<const cdag::Plan> plan;
+    {
+        Lock l;
+        if (!vvar) {
+            auto it = c->cache.find(key);
+            if (it != c->cache.end()) {
+                plan = it->second;
+                ++cdag_glue_stats.cache_hits;
+            }
+        }
+    }
+    if (!plan) {
+        cdag::Schedule sch;
+        cdag::Status st = cdag::generate(spec, ch, &sch);
+        if (st != cdag::Status::Ok && ch.algo != cdag::Algo::Auto) {
+            /* the forced variant does not apply here (e.g. a non-commutative
+             * op): the selection table's choice always does */
+            ch.algo = cdag::Algo::Auto;
+            st = cdag::generate(spec, ch, &sch);
+        }
+        if (st != cdag::Status::Ok) {
+            *err = 1;
+            return nullptr;
+        }
+        auto p = std::make_shared<cdag::Plan>();
+        if (!cdag::compile(sch, p.get()).empty()) {
+            *err = 2;
+            return nullptr;
+        }
+        plan = p;
+        Lock l;
+        ++cdag_glue_stats.schedules_compiled;
+        if (!vvar) {
+            if (c->cache.size() >= 64) c->cache.erase(c->cache.begin());
+            c->cache.emplace(key, plan);
+        }
+    }
+    auto *op = new (std::nothrow) cdag_glue_op;
+    if (!op) {
+        *err = 3;
+        return nullptr;
+    }
+    op->c = c;
+    op->plan = plan;
+    cdag::ReduceFn rf;
+    rf.fn = fn;
+    rf.ctx = fn_ctx;
+    op->ex.reset(new (std::nothrow) cdag::Executor(plan, c->tr, sched, rf));
+    if (!op->ex) {
+        delete op;
+        *err = 3;
+        return nullptr;
+    }
+    return op;
+}
+
+int cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf)
+{
+    if (ensure_engine_thread() != 0) return -1;
+    int rc;
+    {
+        Lock l;
+        ++cdag_glue_stats.runs;
+        rc = op->ex->start(sendbuf, recvbuf);
+        if (rc == 0 && !op->ex->done()) {
+            op->counted = true;
+            ++G.active_runs;
+        }
+    }
+    if (G.thread_running) ucp_worker_signal(G.w);  // the engine thread may be asleep
+    return rc;
+}
+
+int cdag_glue_op_test(cdag_glue_op_t *op)
+{
+    Lock l;
+    if (!op->ex->done()) return 0;
+    if (op->counted) {
+        op->counted = false;
+        --G.active_runs;
+    }
+    return op->ex->error() ? (op->ex->error() < 0 ? op->ex->error() : -op->ex->error()) : 1;
+}
+
+void cdag_glue_op_free(cdag_glue_op_t *op)
+{
+    Lock l;
+    if (op->counted) --G.active_runs;
+    /* a failed run may leave receives posted: they must not outlive it */
+    for (auto it = G.posted.begin(); it != G.posted.end();) {
+        if (it->second.ex == op->ex.get()) it = G.posted.erase(it);
+        else ++it;
+    }
+    for (auto it = G.pending.begin(); it != G.pending.end();) {
+        if (it->ex == op->ex.get()) it = G.pending.erase(it);
+        else ++it;
+    }
+    delete op;
+}
+
+}  // extern "C"

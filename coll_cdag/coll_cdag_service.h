@@ -1,0 +1,179 @@
+/*
+ * coll/cdag engine service, internal to its three parts (no Open MPI
+ * types; the C ABI the component sees is coll_cdag_glue.h):
+ *  - coll_cdag_transport.cc: how schedule messages travel over the private
+ *    UCX worker (send with admission through the token throttle, exact
+ *    matching of arrivals, shadow buffers, rendezvous pulls);
+ *  - coll_cdag_engine_thread.cc: who drives the worker (the engine thread
+ *    that plays the offloading NIC, or inline progress);
+ *  - coll_cdag_lifecycle.cc: process, communicator and operation life
+ *    cycle (UCX set-up, endpoints, node token pools, compiled-schedule
+ *    caches, executors).
+ *
+ * Wire: one UCX active message per schedule message, header
+ * (cid, src, sched, seq, tag).  (sched, seq, tag) is unique per message of
+ * a communicator (cdag_exec.h), so the receiver matches exactly on the
+ * whole key; messages of concurrent collectives never cross.
+ *
+ * Locking: all state is behind one recursive mutex (Lock), taken only
+ * when the engine thread runs or the application uses
+ * MPI_THREAD_MULTIPLE.
+ */
+#ifndef COLL_CDAG_SERVICE_H
+#define COLL_CDAG_SERVICE_H
+
+#include "coll_cdag_glue.h"
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "cdag_coll.h"
+#include "cdag_exec.h"
+#include "cdag_plan.h"
+#include "ucx_glue/rdrp_ucx.h"
+#include "common/throttle/throttle.h"
+
+namespace cdag_svc {
+
+inline constexpr unsigned kAmId = 20;  // our own worker: any id
+
+struct AmHdr {
+    uint32_t cid;
+    int32_t src;
+    uint32_t sched, seq, tag;
+    uint32_t pad;
+};
+
+struct Key {
+    uint32_t cid, src, sched, seq, tag;
+    bool operator==(const Key &o) const {
+        return cid == o.cid && src == o.src && sched == o.sched && seq == o.seq && tag == o.tag;
+    }
+};
+struct KeyHash {
+    size_t operator()(const Key &k) const {
+        uint64_t h = 1469598103934665603ull;
+        for (uint32_t x : {k.cid, k.src, k.sched, k.seq, k.tag}) {
+            h ^= x;
+            h *= 1099511628211ull;
+        }
+        return static_cast<size_t>(h);
+    }
+};
+
+struct Posted {
+    cdag::Executor *ex;
+    cdag::VertexId v;
+    char *buf;
+    uint64_t len;
+};
+
+struct Unexp {
+    bool rndv;       // UCX rendezvous descriptor not pulled yet (not used: see am_cb)
+    void *data;      // our copy (or, while pulling, its destination)
+    uint64_t len;
+    bool pooled;     // the copy lives in a shadow buffer
+    bool pulling;    // a rendezvous pull into data is still running
+    cdag::Executor *wait_ex;  // a receive posted while pulling: completed with the copy
+    cdag::VertexId wait_v;
+    char *wait_buf;
+};
+
+class Tr final : public cdag::Transport {
+public:
+    explicit Tr(::cdag_glue_comm *c) : c_(c) {}
+    int post_send(cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id, const void *buf,
+                  uint64_t len) override;
+    int post_recv(cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id, void *buf,
+                  uint64_t len) override;
+
+private:
+    ::cdag_glue_comm *c_;
+};
+
+using PlanKey = std::tuple<int, int, uint64_t, uint64_t, int, int>;  // coll, root, count, elem, commute, in_place
+
+}  // namespace cdag_svc
+
+struct cdag_glue_comm {
+    uint32_t cid;
+    int rank, size;
+    std::vector<ucp_ep_h> eps;
+    uint32_t next_sched = 0;
+    std::map<cdag_svc::PlanKey, std::shared_ptr<const cdag::Plan>> cache;
+    cdag_throttle_t *pool = nullptr;  // node token pool of this communicator (throttle node)
+    cdag_svc::Tr tr;
+    cdag_glue_comm() : tr(this) {}
+};
+
+struct cdag_glue_op {
+    bool counted = false;  // in Global::active_runs
+    cdag_glue_comm *c;
+    std::shared_ptr<const cdag::Plan> plan;
+    std::unique_ptr<cdag::Executor> ex;
+};
+
+namespace cdag_svc {
+
+using Comm = cdag_glue_comm;
+
+struct Global {
+    std::recursive_mutex mu;
+    bool lock_on = false;
+    bool up = false;
+    cdag_glue_config_t cfg{};
+    rdrp_ucx_worker_t *uw = nullptr;
+    ucp_worker_h w = nullptr;
+    std::unordered_map<uint64_t, ucp_ep_h> eps;
+    std::unordered_map<Key, Posted, KeyHash> posted;
+    std::unordered_map<Key, Unexp, KeyHash> unexpected;
+    std::vector<char *> shadow_free;
+    std::unique_ptr<char[]> shadow_mem;
+    std::thread th;
+    std::atomic<bool> stop{false};
+    std::atomic<bool> thread_running{false};
+    std::atomic<int> active_runs{0};  // started and not yet seen done: the engine thread stays hot
+    bool throttling = false;              // coll_cdag_throttle rank or node
+    cdag_throttle_t *rank_thr = nullptr;  // CRCT, for every communicator of the process
+    std::vector<::cdag_glue_comm *> pooled;  // communicators with a node pool (cache polling)
+    struct Pending {
+        ::cdag_glue_comm *c;
+        cdag::Executor *ex;
+        cdag::VertexId v;
+        int peer;
+        cdag::MsgId id;
+        const void *buf;
+        uint64_t len;
+    };
+    std::deque<Pending> pending;  // sends waiting for admission, in order
+    int efd = -1;
+    std::string err;
+};
+extern Global G;
+
+struct Lock {
+    Lock() : on(G.lock_on) { if (on) G.mu.lock(); }
+    ~Lock() { if (on) G.mu.unlock(); }
+    bool on;
+};
+
+/* coll_cdag_transport.cc */
+ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_t len,
+                   const ucp_am_recv_param_t *param);
+void throttle_progress();              /* queued sends, token caches */
+void shadow_release(const Unexp &u);   /* an early arrival's copy goes back */
+
+/* coll_cdag_engine_thread.cc */
+int ensure_engine_thread();            /* configured thread progress: start on first use */
+
+}  // namespace cdag_svc
+
+#endif

@@ -1,0 +1,294 @@
+/*
+ * coll/cdag engine service: the transport the cDAG executors run on, over
+ * the private UCX worker (coll_cdag_service.h has the wire format).
+ *
+ * UCX picks eager or its own rendezvous by size: a rendezvous arrival
+ * whose receive is posted is pulled straight into the destination (zero
+ * copy, RTS then GET inside UCX); one that arrives first is pulled at once
+ * into a buffer of ours.  Small arrivals that come first are copied into
+ * pre-allocated shadow buffers.
+ *
+ * Every send of every schedule leaves through inject(): the one place
+ * where admission control (token throttling) sits.
+ */
+#include "coll_cdag_service.h"
+
+#include <cstring>
+#include <new>
+
+namespace cdag_svc {
+
+/* ------------------------------------------------------------ sends */
+struct SendCtx {
+    Comm *c;
+    cdag::Executor *ex;
+    cdag::VertexId v;
+    uint32_t tokens;  // admission tokens held until completion
+    AmHdr hdr;        // must outlive the send
+};
+
+void drain_pending();
+
+/* Admission: the rank's limit, then the communicator's node pool. */
+bool admit(Comm *c, uint64_t len, uint32_t *tokens)
+{
+    uint32_t none;
+    *tokens = 0;
+    if (G.rank_thr && !cdag_throttle_try_acquire(G.rank_thr, len, &none)) return false;
+    if (c->pool && !cdag_throttle_try_acquire(c->pool, len, tokens)) {
+        if (G.rank_thr) cdag_throttle_release(G.rank_thr, 0);
+        return false;
+    }
+    return true;
+}
+
+void unadmit(Comm *c, uint32_t tokens)
+{
+    if (G.rank_thr) cdag_throttle_release(G.rank_thr, 0);
+    if (c->pool) cdag_throttle_release(c->pool, tokens);
+}
+
+void send_done(void *request, ucs_status_t status, void *user_data)
+{
+    auto *s = static_cast<SendCtx *>(user_data);
+    if (request) ucp_request_free(request);
+    Comm *c = s->c;
+    if (G.throttling) unadmit(c, s->tokens);
+    if (status == UCS_OK) s->ex->complete(s->v);
+    else s->ex->fail(s->v, static_cast<int>(status));
+    delete s;
+    if (G.throttling && !G.pending.empty()) drain_pending();
+}
+
+int send_now(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id,
+             const void *buf, uint64_t len, uint32_t tokens)
+{
+    auto *s = new (std::nothrow) SendCtx{c, &ex, v, tokens, AmHdr{c->cid, c->rank, id.sched, id.seq, id.tag, 0}};
+    if (!s) return -1;
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = send_done;
+    p.user_data = s;
+    ++cdag_glue_stats.msgs_sent;
+    cdag_glue_stats.bytes_sent += len;
+    ucs_status_ptr_t sp = ucp_am_send_nbx(c->eps[peer], kAmId, &s->hdr, sizeof(s->hdr), buf, len, &p);
+    if (sp == nullptr) {
+        send_done(nullptr, UCS_OK, s);
+        return 0;
+    }
+    if (UCS_PTR_IS_ERR(sp)) {
+        if (G.throttling) unadmit(c, tokens);
+        delete s;
+        return static_cast<int>(UCS_PTR_STATUS(sp));
+    }
+    return 0;
+}
+
+/* Queued sends leave in order as admission allows. */
+void drain_pending()
+{
+    static bool draining = false;  // send_done may complete inline and re-enter
+    if (draining) return;
+    draining = true;
+    while (!G.pending.empty()) {
+        uint32_t tokens;
+        Global::Pending &q = G.pending.front();
+        if (!admit(q.c, q.len, &tokens)) break;
+        Global::Pending p = q;
+        G.pending.pop_front();
+        int rc = send_now(p.c, *p.ex, p.v, p.peer, p.id, p.buf, p.len, tokens);
+        if (rc != 0) p.ex->fail(p.v, rc);
+    }
+    draining = false;
+}
+
+/* From progress: queued sends may go now (a peer rank freed tokens), and
+ * token caches go back to their pools when somebody waits there. */
+void throttle_progress()
+{
+    if (!G.pending.empty()) drain_pending();
+    for (Comm *c : G.pooled)
+        if (cdag_throttle_cached(c->pool)) cdag_throttle_poll(c->pool);
+}
+
+/* The single injection point of every schedule message: admission
+ * control (token throttling) decides whether it leaves now or waits. */
+int inject(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id,
+           const void *buf, uint64_t len)
+{
+    if (peer < 0 || peer >= c->size || !c->eps[peer]) return -1;
+    uint32_t tokens = 0;
+    if (G.throttling && (!G.pending.empty() || !admit(c, len, &tokens))) {
+        ++cdag_glue_stats.throttled;
+        G.pending.push_back(Global::Pending{c, &ex, v, peer, id, buf, len});
+        drain_pending();
+        return 0;
+    }
+    return send_now(c, ex, v, peer, id, buf, len, tokens);
+}
+
+int Tr::post_send(cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id, const void *buf,
+                  uint64_t len)
+{
+    return inject(c_, ex, v, peer, id, buf, len);
+}
+
+/* ------------------------------------------------------------ receives */
+struct RecvCtx {
+    cdag::Executor *ex;
+    cdag::VertexId v;
+};
+
+void rndv_done(void *request, ucs_status_t status, size_t length, void *user_data)
+{
+    (void)length;
+    auto *r = static_cast<RecvCtx *>(user_data);
+    if (request) ucp_request_free(request);
+    if (status == UCS_OK) r->ex->complete(r->v);
+    else r->ex->fail(r->v, static_cast<int>(status));
+    delete r;
+}
+
+/* Pull a rendezvous message into its destination. */
+void rndv_pull(void *desc, cdag::Executor *ex, cdag::VertexId v, char *buf, uint64_t len)
+{
+    auto *r = new RecvCtx{ex, v};
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = rndv_done;
+    p.user_data = r;
+    ++cdag_glue_stats.rndv_msgs;
+    ucs_status_ptr_t sp = ucp_am_recv_data_nbx(G.w, desc, buf, len, &p);
+    if (sp == nullptr) {
+        rndv_done(nullptr, UCS_OK, len, r);
+    } else if (UCS_PTR_IS_ERR(sp)) {
+        rndv_done(nullptr, UCS_PTR_STATUS(sp), 0, r);
+    }
+}
+
+void shadow_release(const Unexp &u)
+{
+    if (u.pooled) G.shadow_free.push_back(static_cast<char *>(u.data));
+    else ::operator delete(u.data);
+}
+
+/* An early rendezvous message is pulled at once into a buffer of ours, so
+ * its sender completes without waiting for this rank's schedule (no
+ * dependency between ranks' progress through send completion: required
+ * for deadlock freedom under token throttling). */
+struct EarlyPull {
+    Key k;
+};
+
+void early_done(void *request, ucs_status_t status, size_t length, void *user_data)
+{
+    (void)length;
+    auto *e = static_cast<EarlyPull *>(user_data);
+    if (request) ucp_request_free(request);
+    auto it = G.unexpected.find(e->k);
+    delete e;
+    if (it == G.unexpected.end()) return;
+    Unexp &u = it->second;
+    u.pulling = false;
+    if (!u.wait_ex) {
+        if (status != UCS_OK) u.len = ~0ull;  // poisons the receive that comes later
+        return;
+    }
+    Unexp done = u;
+    G.unexpected.erase(it);
+    if (status == UCS_OK) {
+        if (done.len) std::memcpy(done.wait_buf, done.data, done.len);
+        done.wait_ex->complete(done.wait_v);
+    } else {
+        done.wait_ex->fail(done.wait_v, static_cast<int>(status));
+    }
+    shadow_release(done);
+}
+
+int Tr::post_recv(cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id, void *buf,
+                  uint64_t len)
+{
+    Key k{c_->cid, static_cast<uint32_t>(peer), id.sched, id.seq, id.tag};
+    auto it = G.unexpected.find(k);
+    if (it == G.unexpected.end()) {
+        G.posted.emplace(k, Posted{&ex, v, static_cast<char *>(buf), len});
+        return 0;
+    }
+    Unexp &u = it->second;
+    if (u.len != len) {  // a schedule bug or a corrupted header: never overrun buf
+        if (u.pulling) {
+            u.wait_ex = nullptr;
+            return -2;
+        }
+        shadow_release(u);
+        G.unexpected.erase(it);
+        return -2;
+    }
+    if (u.pulling) {  // completes when the pull does
+        u.wait_ex = &ex;
+        u.wait_v = v;
+        u.wait_buf = static_cast<char *>(buf);
+        return 0;
+    }
+    Unexp done = u;
+    G.unexpected.erase(it);
+    if (len) std::memcpy(buf, done.data, len);
+    shadow_release(done);
+    ex.complete(v);
+    return 0;
+}
+
+ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_t len,
+                   const ucp_am_recv_param_t *param)
+{
+    (void)arg;
+    if (hlen != sizeof(AmHdr)) return UCS_OK;  // not ours: drop, never touch memory
+    AmHdr h;
+    std::memcpy(&h, header, sizeof(h));
+    Key k{h.cid, static_cast<uint32_t>(h.src), h.sched, h.seq, h.tag};
+    bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    auto it = G.posted.find(k);
+    if (it != G.posted.end()) {
+        Posted p = it->second;
+        G.posted.erase(it);
+        if (p.len != len) {
+            p.ex->fail(p.v, -2);
+            return UCS_OK;
+        }
+        if (rndv) {
+            rndv_pull(data, p.ex, p.v, p.buf, p.len);
+        } else {
+            if (len) std::memcpy(p.buf, data, len);
+            p.ex->complete(p.v);
+        }
+        return UCS_OK;
+    }
+    ++cdag_glue_stats.unexpected;
+    Unexp u{false, nullptr, len, false, false, nullptr, 0, nullptr};
+    if (len <= G.cfg.eager_size && !G.shadow_free.empty()) {
+        u.data = G.shadow_free.back();
+        G.shadow_free.pop_back();
+        u.pooled = true;
+    } else {
+        u.data = ::operator new(len ? len : 1);
+    }
+    if (rndv) {
+        u.pulling = true;
+        G.unexpected.emplace(k, u);
+        auto *e = new EarlyPull{k};
+        ucp_request_param_t p;
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+        p.cb.recv_am = early_done;
+        p.user_data = e;
+        ++cdag_glue_stats.rndv_msgs;
+        ucs_status_ptr_t sp = ucp_am_recv_data_nbx(G.w, data, u.data, len, &p);
+        if (sp == nullptr) early_done(nullptr, UCS_OK, len, e);
+        else if (UCS_PTR_IS_ERR(sp)) early_done(nullptr, UCS_PTR_STATUS(sp), 0, e);
+        return UCS_OK;
+    }
+    if (len) std::memcpy(u.data, data, len);
+    G.unexpected.emplace(k, u);
+    return UCS_OK;
+}
+
+}  // namespace cdag_svc
