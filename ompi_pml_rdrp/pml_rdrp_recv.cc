@@ -267,15 +267,22 @@ int recv_restart(Request *r)
     return OMPI_SUCCESS;
 }
 
-/* Fill a status from an unexpected arrival (probe). */
+/* Fill a status from an unexpected arrival (probe).  MPI_ERROR is left
+ * alone: MPI reserves it to the functions that complete several requests. */
 static void probe_status(Unexpected *u, ompi_status_public_t *status)
 {
     if (status == MPI_STATUS_IGNORE) return;
     status->MPI_SOURCE = u->match.src;
     status->MPI_TAG = u->match.tag;
-    status->MPI_ERROR = MPI_SUCCESS;
     status->_ucount = u->total;
     status->_cancelled = 0;
+}
+
+/* A blocking receive's status for the user: everything but MPI_ERROR (the
+ * error is the return value), as Open MPI's own PMLs do. */
+static void user_status(ompi_status_public_t *status, const ompi_status_public_t &from)
+{
+    if (status != MPI_STATUS_IGNORE) OMPI_COPY_STATUS(status, from, false);
 }
 
 /* The message object handed out by mprobe keeps the arrival. */
@@ -355,7 +362,7 @@ extern "C" int mca_pml_rdrp_recv(void *buf, size_t count, ompi_datatype_t *dt, i
         if (rc == OMPI_SUCCESS) {
             wait_request(&r->ompi);
             rc = r->ompi.req_status.MPI_ERROR;
-            if (status != MPI_STATUS_IGNORE) *status = r->ompi.req_status;
+            user_status(status, r->ompi.req_status);
         }
         r->dtype = nullptr;
         g.blocking_busy = false;
@@ -366,7 +373,7 @@ extern "C" int mca_pml_rdrp_recv(void *buf, size_t count, ompi_datatype_t *dt, i
     if (rc != OMPI_SUCCESS) return rc;
     wait_request(req);
     rc = req->req_status.MPI_ERROR;
-    if (status != MPI_STATUS_IGNORE) *status = req->req_status;
+    user_status(status, req->req_status);
     ompi_request_free(&req);
     return rc;
 }
@@ -471,7 +478,7 @@ extern "C" int mca_pml_rdrp_mrecv(void *buf, size_t count, ompi_datatype_t *dt,
     if (rc != OMPI_SUCCESS) return rc;
     wait_request(req);
     rc = req->req_status.MPI_ERROR;
-    if (status != MPI_STATUS_IGNORE) *status = req->req_status;
+    user_status(status, req->req_status);
     ompi_request_free(&req);
     return rc;
 }
