@@ -76,6 +76,9 @@ typedef struct mca_coll_cdag_request {
     /* staging for non-contiguous data: packed send data, packed result */
     void *send_stage, *recv_stage;
     size_t recv_stage_len;
+    /* v-variants: a side whose datatype is not contiguous moves packed, its
+     * blocks back to back in the stage (the layout may differ per rank) */
+    int vsend_packed, vrecv_packed;
     const void *run_sbuf;  /* what the engine reads and writes */
     void *run_rbuf;
     struct { ompi_op_t *op; ompi_datatype_t *dt; } red;

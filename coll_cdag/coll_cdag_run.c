@@ -87,6 +87,100 @@ static void unpack_into(void *buf, size_t count, ompi_datatype_t *dt, const void
     OBJ_DESTRUCT(&conv);
 }
 
+/* One side of a v-variant on this rank: n blocks of counts[i] elements of
+ * dt at buf + displs[i] extents (a single block for the one-buffer sides). */
+typedef struct {
+    const void *buf;
+    ompi_datatype_t *dt;
+    const int *counts, *displs;
+    int n;
+} vside_t;
+
+static const int zero_displ = 0;
+
+static int vsend_side(const cdag_call_t *c, int rank, int size, vside_t *v)
+{
+    memset(v, 0, sizeof(*v));
+    switch (c->coll) {
+    case CDAG_GATHERV: case CDAG_ALLGATHERV:
+        if (c->in_place) return 0;
+        *v = (vside_t){c->sbuf, c->sdtype, &c->scount, &zero_displ, 1};
+        return 1;
+    case CDAG_SCATTERV:
+        if (rank != c->root) return 0;
+        *v = (vside_t){c->sbuf, c->sdtype, c->scounts, c->sdispls, size};
+        return 1;
+    case CDAG_ALLTOALLV:
+        if (c->in_place) return 0;
+        *v = (vside_t){c->sbuf, c->sdtype, c->scounts, c->sdispls, size};
+        return 1;
+    }
+    return 0;
+}
+
+static int vrecv_side(const cdag_call_t *c, int rank, int size, vside_t *v)
+{
+    memset(v, 0, sizeof(*v));
+    switch (c->coll) {
+    case CDAG_GATHERV:
+        if (rank != c->root) return 0;
+        /* fall through */
+    case CDAG_ALLGATHERV: case CDAG_ALLTOALLV:
+        *v = (vside_t){c->rbuf, c->rdtype, c->rcounts, c->rdispls, size};
+        return 1;
+    case CDAG_SCATTERV:
+        if (rank == c->root && c->in_place) return 0;
+        *v = (vside_t){c->rbuf, c->rdtype, &c->rcount, &zero_displ, 1};
+        return 1;
+    }
+    return 0;
+}
+
+/* byte offset of every block in the engine's buffer: packed back to back,
+ * or where the contiguous type puts it */
+static uint64_t *vside_offsets(const vside_t *v, int packed);
+
+/* pack every block of a side into one new buffer */
+static void *vside_pack(const vside_t *v, size_t *len)
+{
+    size_t esize = dt_size(v->dt), total = 0;
+    ptrdiff_t lb, extent;
+    ompi_datatype_get_extent(v->dt, &lb, &extent);
+    for (int i = 0; i < v->n; ++i) total += (size_t)v->counts[i] * esize;
+    char *out = malloc(total ? total : 1);
+    if (!out) return NULL;
+    size_t at = 0;
+    for (int i = 0; i < v->n; ++i) {
+        if (v->counts[i] <= 0) continue;
+        size_t n = 0;
+        void *blk = pack_new((const char *)v->buf + (ptrdiff_t)v->displs[i] * extent, (size_t)v->counts[i],
+                             v->dt, &n);
+        if (!blk) {
+            free(out);
+            return NULL;
+        }
+        memcpy(out + at, blk, n);
+        free(blk);
+        at += n;
+    }
+    *len = total;
+    return out;
+}
+
+static void vside_unpack(const vside_t *v, const char *stage)
+{
+    size_t esize = dt_size(v->dt), at = 0;
+    ptrdiff_t lb, extent;
+    ompi_datatype_get_extent(v->dt, &lb, &extent);
+    for (int i = 0; i < v->n; ++i) {
+        if (v->counts[i] <= 0) continue;
+        size_t n = (size_t)v->counts[i] * esize;
+        unpack_into((char *)v->buf + (ptrdiff_t)v->displs[i] * extent, (size_t)v->counts[i], v->dt,
+                    stage + at, n);
+        at += n;
+    }
+}
+
 /* ------------------------------------------------------------ selection */
 int mca_coll_cdag_takes(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, const cdag_call_t *c)
 {
@@ -99,11 +193,10 @@ int mca_coll_cdag_takes(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, co
         if (!dt_contig(dt, 2)) return 0;
         return 1;
     }
-    if (is_vvariant(c->coll)) {
-        /* displacements are in extents of contiguous types */
-        if (c->sdtype && !dt_contig(c->sdtype, 2)) return 0;
-        if (c->rdtype && !dt_contig(c->rdtype, 2)) return 0;
-    }
+    /* Nothing that may differ between ranks decides: the data movement
+     * collectives take any datatype (non-contiguous sides move packed),
+     * since a rank that fell back alone would leave the others waiting
+     * (a root's strided send type, per-rank layouts of one signature). */
     return 1;
 }
 
@@ -174,7 +267,12 @@ static void request_finish(mca_coll_cdag_request_t *r, int rc)
         case CDAG_ALLGATHER: case CDAG_ALLTOALL: count = (size_t)c->rcount * (size_t)size; break;
         default: break;
         }
-        unpack_into(c->rbuf, count, dt, r->recv_stage, r->recv_stage_len);
+        vside_t v;
+        if (is_vvariant(c->coll)) {
+            if (vrecv_side(c, ompi_comm_rank(comm), size, &v)) vside_unpack(&v, r->recv_stage);
+        } else {
+            unpack_into(c->rbuf, count, dt, r->recv_stage, r->recv_stage_len);
+        }
     }
     r->active = 0;
     r->nbc.super.req_status.MPI_ERROR = rc == 1 ? MPI_SUCCESS : MPI_ERR_INTERN;
@@ -253,12 +351,38 @@ static int request_start_one(mca_coll_cdag_request_t *r)
         break;
     }
     default:
-        if (is_reduction(c->coll) || is_vvariant(c->coll)) {
+        if (is_reduction(c->coll)) {
             /* contiguous (mca_coll_cdag_takes) */
-            ompi_datatype_t *sdt = c->sdtype ? c->sdtype : c->rdtype;
-            ompi_datatype_t *rdt = c->rdtype ? c->rdtype : c->sdtype;
-            r->run_sbuf = in_place ? NULL : (c->sbuf ? dt_base(c->sbuf, sdt) : NULL);
-            r->run_rbuf = c->rbuf ? dt_base(c->rbuf, rdt) : NULL;
+            r->run_sbuf = in_place ? NULL : (c->sbuf ? dt_base(c->sbuf, c->sdtype) : NULL);
+            r->run_rbuf = c->rbuf ? dt_base(c->rbuf, c->rdtype ? c->rdtype : c->sdtype) : NULL;
+            break;
+        }
+        if (is_vvariant(c->coll)) {
+            /* the engine's Send slot: scatterv's root sends from its buffer
+             * in place too (only its own block stays) */
+            vside_t v;
+            if (vsend_side(c, rank, size, &v) && v.buf) {
+                if (!r->vsend_packed) {
+                    r->run_sbuf = dt_base(v.buf, v.dt);
+                } else {
+                    r->send_stage = vside_pack(&v, &len);
+                    if (!r->send_stage) return OMPI_ERR_OUT_OF_RESOURCE;
+                    r->run_sbuf = r->send_stage;
+                }
+            }
+            if (vrecv_side(c, rank, size, &v) && v.buf) {
+                if (!r->vrecv_packed) {
+                    r->run_rbuf = dt_base(v.buf, v.dt);
+                } else {
+                    free(r->recv_stage);
+                    /* in place, the receive buffer already holds input
+                     * (the own block; alltoallv: everything sent) */
+                    r->recv_stage = vside_pack(&v, &len);
+                    if (!r->recv_stage) return OMPI_ERR_OUT_OF_RESOURCE;
+                    r->recv_stage_len = len;
+                    r->run_rbuf = r->recv_stage;
+                }
+            }
             break;
         }
         {
@@ -342,6 +466,19 @@ static size_t dt_extent(ompi_datatype_t *dt)
     return (size_t)extent;
 }
 
+static uint64_t *vside_offsets(const vside_t *v, int packed)
+{
+    if (!packed) return bytes_array(v->displs, v->n, dt_extent(v->dt));
+    uint64_t *a = malloc(sizeof(uint64_t) * (size_t)(v->n > 0 ? v->n : 1));
+    if (!a) return NULL;
+    uint64_t at = 0;
+    for (int i = 0; i < v->n; ++i) {
+        a[i] = at;
+        at += (uint64_t)(v->counts[i] > 0 ? v->counts[i] : 0) * dt_size(v->dt);
+    }
+    return a;
+}
+
 int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, const cdag_call_t *call,
                       int mode, ompi_request_t **request)
 {
@@ -363,6 +500,11 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
     if (call->op) OBJ_RETAIN(call->op);
 
     const cdag_call_t *c = &r->call;
+    vside_t sv = {0}, rv = {0};
+    if (is_vvariant(c->coll)) {
+        r->vsend_packed = vsend_side(c, rank, size, &sv) && !dt_contig(sv.dt, 2);
+        r->vrecv_packed = vrecv_side(c, rank, size, &rv) && !dt_contig(rv.dt, 2);
+    }
     switch (c->coll) {
     case CDAG_BARRIER:
         break;
@@ -403,7 +545,7 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
         spec.count = spec.in_place ? 0 : (uint64_t)c->scount * dt_size(c->sdtype);
         if (rank == c->root) {
             a1 = bytes_array(c->rcounts, size, dt_size(c->rdtype));
-            a2 = bytes_array(c->rdispls, size, dt_extent(c->rdtype));
+            a2 = vside_offsets(&rv, r->vrecv_packed);
             if (!a1 || !a2) goto oom;
             spec.counts = a1;
             spec.displs = a2;
@@ -418,7 +560,7 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
                          ? 0 : (uint64_t)c->rcount * dt_size(c->rdtype);
         if (rank == c->root) {
             a1 = bytes_array(c->scounts, size, dt_size(c->sdtype));
-            a2 = bytes_array(c->sdispls, size, dt_extent(c->sdtype));
+            a2 = vside_offsets(&sv, r->vsend_packed);
             if (!a1 || !a2) goto oom;
             spec.counts = a1;
             spec.displs = a2;
@@ -431,19 +573,18 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
     }
     case CDAG_ALLGATHERV:
         a1 = bytes_array(c->rcounts, size, dt_size(c->rdtype));
-        a2 = bytes_array(c->rdispls, size, dt_extent(c->rdtype));
+        a2 = vside_offsets(&rv, r->vrecv_packed);
         if (!a1 || !a2) goto oom;
         spec.counts = a1;
         spec.displs = a2;
         break;
     case CDAG_ALLTOALLV: {
-        ompi_datatype_t *sdt = spec.in_place ? c->rdtype : c->sdtype;
-        const int *sc = spec.in_place ? c->rcounts : c->scounts;
-        const int *sd = spec.in_place ? c->rdispls : c->sdispls;
-        a1 = bytes_array(sc, size, dt_size(sdt));
-        a2 = bytes_array(sd, size, dt_extent(sdt));
+        /* in place the input has the receive layout */
+        const vside_t *in = spec.in_place ? &rv : &sv;
+        a1 = bytes_array(in->counts, size, dt_size(in->dt));
+        a2 = vside_offsets(in, spec.in_place ? r->vrecv_packed : r->vsend_packed);
         a3 = bytes_array(c->rcounts, size, dt_size(c->rdtype));
-        a4 = bytes_array(c->rdispls, size, dt_extent(c->rdtype));
+        a4 = vside_offsets(&rv, r->vrecv_packed);
         if (!a1 || !a2 || !a3 || !a4) goto oom;
         spec.counts = a1;
         spec.displs = a2;
@@ -521,6 +662,7 @@ static void request_construct(mca_coll_cdag_request_t *r)
     memset(&r->call, 0, sizeof(r->call));
     r->send_stage = r->recv_stage = NULL;
     r->recv_stage_len = 0;
+    r->vsend_packed = r->vrecv_packed = 0;
     r->run_sbuf = NULL;
     r->run_rbuf = NULL;
     r->red.op = NULL;
