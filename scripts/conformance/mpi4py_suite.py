@@ -48,8 +48,12 @@ def parse(output):
             elif k == "skipped":
                 skip += int(v)
     names = set()
-    for m in re.finditer(r"^(?:FAIL|ERROR): (\w+) \(([\w.]+)\.(\w+)\)", output, re.M):
-        names.add((m.group(2), "%s.%s" % (m.group(3), m.group(1))))
+    # "ERROR: testX (test_mod.Class)" before Python 3.11, "(test_mod.Class.testX)" since
+    for m in re.finditer(r"^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)", output, re.M):
+        parts = m.group(2).split(".")
+        if parts[-1] == m.group(1):
+            parts.pop()
+        names.add((parts[0], "%s.%s" % (".".join(parts[1:]), m.group(1))))
     return ran, fail, err, skip, summaries, sorted(names)
 
 
@@ -86,8 +90,23 @@ def run(runtests, np, mpirun_args, python, limit, log):
 def repro(runtests, np, mpirun_args, python, env_prefix, name=None):
     extra = []
     if name:
-        module, test = name
-        extra = ["-i", module, "-k", test]
+        extra = name_args(name)
     cmd = " ".join(shlex.quote(w) for w in command(runtests, np, mpirun_args, python, extra))
     env = " ".join(env_prefix)
     return (env + " " if env else "") + cmd
+
+
+def name_args(name):
+    """runtests.py arguments that select one test case."""
+    module, test = name
+    return ["-i", "^%s$" % module, "-k", test]
+
+
+def rerun(runtests, np, mpirun_args, python, limit, log, name):
+    """Run one failing test case alone again: True if it passed."""
+    rc, timed_out, output, _ = run_job(command(runtests, np, mpirun_args, python, name_args(name)),
+                                       os.path.dirname(runtests), dict(os.environ), limit)
+    with open(log, "a") as f:
+        f.write("\n===== rerun of %s.%s alone =====\n%s" % (name[0], name[1], output))
+    ran = sum(int(m) for m in re.findall(r"^Ran (\d+) tests? in ", output, re.M))
+    return rc == 0 and not timed_out and ran > 0 and not re.search(r"^(FAIL|ERROR):", output, re.M)
