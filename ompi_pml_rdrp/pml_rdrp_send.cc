@@ -77,6 +77,14 @@ int ctrl_send(Endpoint *ep, unsigned am_id, Ctrl *c, size_t hlen)
 /* ------------------------------------------------------------ protocols */
 static inline uint32_t peer_vpid(Endpoint *ep) { return ep->proc->super.proc_name.vpid; }
 
+/* Credits are kept per process index of this job: a process of another job
+ * (MPI_Comm_spawn, connect/accept) may have any index, also one of ours, so
+ * what goes to it is never gated (as with credits off). */
+static inline bool credit_gates(Endpoint *ep)
+{
+    return credit_enabled() && ep->proc->super.proc_name.jobid == OMPI_PROC_MY_NAME->jobid;
+}
+
 static int send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy)
 {
     rdrp_eager_hdr_t *h = &r->hdr.eager;
@@ -170,7 +178,7 @@ static int send_rts(Request *r, uint32_t seq)
     default:
         r->first_len = std::min(r->packed, mca_pml_rdrp_params.rndv_first_chunk);
         if (small) r->first_len = 0;
-        if (r->first_len > 0 && credit_enabled()) {
+        if (r->first_len > 0 && credit_gates(r->ep)) {
             /* the first chunk may wait at the receiver: it needs a credit */
             uint32_t piggy;
             if (credit_take(peer_vpid(r->ep), &piggy)) {
@@ -297,7 +305,7 @@ int send_admitted(Request *r)
     bool eager = r->packed <= mca_pml_rdrp_params.eager_limit;
     bool gated = false;
     uint32_t piggy = 0;
-    if (eager && credit_enabled()) {
+    if (eager && credit_gates(r->ep)) {
         /* no credit: rendezvous instead of waiting, so no program can deadlock */
         gated = credit_take(peer_vpid(r->ep), &piggy);
         eager = gated;
@@ -477,7 +485,7 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
         }
         Endpoint *ep = comm_endpoint(comm, dst);
         uint32_t piggy = 0;
-        bool gated = credit_enabled();
+        bool gated = credit_gates(ep);
         if (gated && !credit_take(peer_vpid(ep), &piggy)) return false;  /* rendezvous */
         CommState *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
         h.m.cid = comm->c_contextid;
