@@ -43,6 +43,8 @@ typedef struct mca_pml_rdrp_params {
     int    credit_slots;       /* mailbox slots per receiver, 0 = scale with peers */
     int    credit_credit_slots;/* per-peer credit region (and static quota), 0 = default */
     int    credit_piggyback;   /* return credits on data packets */
+    size_t send_buffer;        /* bytes of early-completed copies of waiting sends per process */
+    double credit_wait_us;     /* a send waits this long for a credit, then goes by rendezvous */
     int    reg_cache;          /* cache registrations (needs memory hooks) */
     int    throttle;           /* token throttling of sends: 0 off, 1 rank, 2 node */
     int    throttle_rank_limit, throttle_node_tokens, throttle_token_cache, throttle_recover_polls;
@@ -67,7 +69,11 @@ typedef struct mca_pml_rdrp_counters {
     uint64_t put_fin_needed;   /* put messages whose last byte equalled the poll value */
     uint64_t max_chunks_inflight;  /* high-water mark of chunks in flight for one receive */
     uint64_t max_bytes_inflight;   /* high-water mark of chunk bytes in flight for one receive */
-    uint64_t credit_stalls;        /* eager sends that found no credit and went by rendezvous */
+    uint64_t credit_stalls;        /* eager sends that found no credit when started */
+    uint64_t credit_waits;         /* sends that joined a peer's wait queue (pml_rdrp_pacing.h) */
+    uint64_t credit_wait_timeouts; /* waiting sends that went by rendezvous after credit_wait_us */
+    uint64_t send_buffered;        /* waiting sends whose user request completed from a copy */
+    uint64_t send_buffered_hwm;    /* most bytes held in such copies at once (bounded by send_buffer) */
     uint64_t credit_packets;       /* explicit credit packets sent */
     uint64_t credit_requests;      /* compulsory credit return requests sent */
     uint64_t credit_piggybacks;    /* data packets that carried returned credits */

@@ -45,6 +45,7 @@ static unsigned long long eager_limit = 8192, first_chunk = 8192, throttle_bpt =
 static unsigned long long chunk_size = 512 * 1024;
 static unsigned long long get_limit = 0;
 static unsigned long long auto_rma_min = 2 * 1024 * 1024;
+static unsigned long long send_buffer = 1024 * 1024;
 
 static const mca_base_var_enum_value_t rndv_protocol_values[] = {
     {RDRP_RNDV_AUTO, "auto"}, {RDRP_RNDV_RDRP, "rdrp"}, {RDRP_RNDV_GET, "get"},
@@ -141,8 +142,22 @@ static int rdrp_register(void)
             &p->progress_iterations, OPAL_INFO_LVL_6);
     p->credit = 1;
     reg_int("credit", "Gate eager data with end-to-end credits so unexpected eager memory is bounded by "
-            "the receiver's mailbox (a sender without credit uses rendezvous instead of waiting)",
+            "the receiver's mailbox (a send without credit waits for one on its peer's queue, at most "
+            "pml_rdrp_credit_wait_us, then goes by rendezvous, whose RTS needs no credit)",
             &p->credit, OPAL_INFO_LVL_4);
+    p->credit_wait_us = 1000.0;
+    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "credit_wait_us",
+            "Microseconds a send without credit waits for one before it goes by rendezvous (whose RTS needs "
+            "no credit: a receiver waiting for a message stuck behind a full mailbox of unmatched ones "
+            "always gets its envelope)",
+            MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, OPAL_INFO_LVL_5,
+            MCA_BASE_VAR_SCOPE_READONLY, &p->credit_wait_us);
+    reg_size("send_buffer",
+             "Bytes per process of early-completed copies: a standard send that waits for credit completes at "
+             "once from a copy while the copies fit in this budget (each also counts one request object); "
+             "beyond it the send completes when its message has left, so a producer that outruns its "
+             "consumer is paced by it and its memory stays bounded",
+             &send_buffer);
     p->credit_mode = 1;
     {
         static const mca_base_var_enum_value_t mode_values[] = {{0, "static"}, {1, "dynamic"}, {0, NULL}};
@@ -249,7 +264,16 @@ static void register_pvars(void)
     reg_pvar("rndv_put", "Rendezvous messages sent with the put protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_put);
     reg_pvar("put_fin_needed", "Put-protocol messages that needed an explicit FIN (last byte equal to the poll value)",
              MCA_BASE_PVAR_CLASS_COUNTER, &k->put_fin_needed);
-    reg_pvar("credit_stalls", "Eager sends that found no credit and went by rendezvous", MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_stalls);
+    reg_pvar("credit_stalls", "Eager-size sends that found no credit when they were started", MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_stalls);
+    reg_pvar("credit_waits", "Sends that waited on their peer's queue (for a credit, or behind a send that did)",
+             MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_waits);
+    reg_pvar("credit_wait_timeouts", "Waiting sends that went by rendezvous after pml_rdrp_credit_wait_us",
+             MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_wait_timeouts);
+    reg_pvar("send_buffered", "Waiting standard sends whose request completed at once from a copy",
+             MCA_BASE_PVAR_CLASS_COUNTER, &k->send_buffered);
+    reg_pvar("send_buffered_hwm", "Most bytes held at once in early-completed copies of waiting sends "
+             "(never above pml_rdrp_send_buffer): the sender-side memory bound",
+             MCA_BASE_PVAR_CLASS_HIGHWATERMARK, &k->send_buffered_hwm);
     reg_pvar("credit_packets", "Explicit credit packets sent", MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_packets);
     reg_pvar("credit_requests", "Compulsory credit return requests sent", MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_requests);
     reg_pvar("credit_piggybacks", "Data packets that carried returned credits", MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_piggybacks);
@@ -291,6 +315,8 @@ static int rdrp_open(void)
     p->chunk_size = chunk_size ? (size_t)chunk_size : 512 * 1024;
     p->get_limit = (size_t)get_limit;
     p->auto_rma_min = (size_t)auto_rma_min;
+    p->send_buffer = (size_t)send_buffer;
+    if (p->credit_wait_us < 0) p->credit_wait_us = 0;
     p->throttle_bytes_per_token = (uint64_t)throttle_bpt;
     if (p->put_poll_value > 255) p->put_poll_value = 255;
     if (p->max_outstanding < 1) p->max_outstanding = 1;

@@ -153,13 +153,13 @@ void credit_settle()
     flush_control();
 }
 
-bool credit_take(uint32_t peer, uint32_t *piggy)
+bool credit_take(uint32_t peer, uint32_t *piggy, bool count_stall)
 {
     *piggy = 0;
     if (peer < cs.npeers && !cs.ep->can_send(peer) && credit_deferred_count != 0)
         credit_settle();  /* credits piggybacked on packets not yet accounted */
     if (peer >= cs.npeers || !cs.ep->can_send(peer)) {
-        ++stats.credit_stalls;
+        if (count_stall) ++stats.credit_stalls;
         return false;
     }
     *piggy = cs.ep->on_send(peer, true);

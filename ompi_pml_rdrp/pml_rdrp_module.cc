@@ -1,6 +1,7 @@
 /* pml/rdrp: the module table, life cycle, endpoints and communicators. */
 #include "pml_rdrp_request.h"
 #include "pml_rdrp_credit.h"
+#include "pml_rdrp_pacing.h"
 #include "pml_rdrp_throttle.h"
 
 #include <cstdlib>
@@ -95,10 +96,12 @@ static int add_procs(ompi_proc_t **procs, size_t nprocs)
 static int del_procs(ompi_proc_t **procs, size_t nprocs)
 {
     Guard guard;
-    /* drain our own control messages first (bounded: a dead peer must not hang us) */
+    /* drain our own control messages and the early-completed sends still
+     * on their way (bounded: a dead peer must not hang us) */
     double t0 = MPI_Wtime();
-    while (g.ctrl_pending > 0 && MPI_Wtime() - t0 < mca_pml_rdrp_params.finalize_timeout) {
-        ucp_worker_progress(g.worker);
+    while ((g.ctrl_pending > 0 || pacing_buffered > 0 || pacing_waiting_eps > 0) &&
+           MPI_Wtime() - t0 < mca_pml_rdrp_params.finalize_timeout) {
+        progress_worker();
     }
     std::vector<mca_pml_rdrp_del_proc_t> del;
     for (size_t i = 0; i < nprocs; ++i) {
@@ -122,14 +125,24 @@ static int del_procs(ompi_proc_t **procs, size_t nprocs)
 
 static int enable(bool enable) { (void)enable; return OMPI_SUCCESS; }
 
+unsigned progress_once()
+{
+    if (g.in_ucx) return 0;
+    g.in_ucx = true;
+    unsigned n = ucp_worker_progress(g.worker);
+    g.in_ucx = false;
+    return n;
+}
+
 int progress_worker()
 {
     Guard guard;
     /* one pass: the caller checks its request between passes, and an idle
      * pass over every transport costs about as much as a small message */
-    int n = static_cast<int>(ucp_worker_progress(g.worker));
+    int n = static_cast<int>(progress_once());
     if (OPAL_UNLIKELY(!g.polling.empty())) n += poll_receives();
     if (OPAL_UNLIKELY(throttle_active)) n += throttle_progress();
+    if (OPAL_UNLIKELY(pacing_waiting_eps != 0)) n += pacing_progress();
     if (n == 0) credit_settle_if_due();  /* idle: catch up on credit accounting */
     return n;
 }
@@ -329,6 +342,7 @@ extern "C" int mca_pml_rdrp_finalize(void)
     g.unex_pool.clear();
     for (Ctrl *c : g.ctrl_pool) free(c);
     g.ctrl_pool.clear();
+    pacing_fini();
     credit_fini();
     throttle_fini();
     rdrp_ucx_worker_destroy(g.uw, mca_pml_rdrp_params.finalize_timeout);

@@ -20,6 +20,7 @@ extern "C" {
 }
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -39,12 +40,14 @@ static inline T *container_of(M *m, M T::*member)
 }
 
 /* One per peer process, hung on proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML]. */
+struct Request;
 struct Endpoint {
     ucp_ep_h     ep;
     uint64_t     peer_id;  /* jobid/vpid: keys the rkey cache */
     int          remote;   /* on another node */
     int          path;     /* RDRP_PATH_RMA or RDRP_PATH_AM for rendezvous to this peer */
     ompi_proc_t *proc;
+    std::deque<Request *> waiting;  /* sends waiting for credit, in send order (pml_rdrp_pacing.h) */
 };
 
 /* comm->c_pml_comm */
@@ -127,6 +130,10 @@ struct Request {
     /* token throttling (pml_rdrp_throttle.h) */
     bool     thr_held;     /* holds admission tokens until its injection is locally complete */
     uint32_t thr_tokens;
+    /* pacing (pml_rdrp_pacing.h) */
+    uint32_t seq;          /* sequence number, drawn when the send is admitted */
+    double   wait_since;   /* when it started waiting for credit */
+    size_t   buffered_len; /* early-completed copy: bytes counted in pacing_buffered */
 };
 
 /* An arrival that has not met its receive yet. */
@@ -187,6 +194,7 @@ struct State {
     size_t             live_requests = 0;
     Request           *blocking_recv = nullptr;  /* reused by MPI_Recv without threads */
     bool               blocking_busy = false;
+    bool               in_ucx = false;  /* inside ucp_worker_progress: callbacks must not progress */
 };
 extern State g;
 
@@ -221,6 +229,9 @@ void     ctrl_release(Ctrl *c);
 
 /* pml_rdrp_module.cc */
 int  progress_worker();                 /* our share of opal_progress */
+/* One ucp_worker_progress, unless we are inside one already (a UCX
+ * callback that ends up in the send path). */
+unsigned progress_once();
 void wait_request(ompi_request_t *req); /* blocking calls wait here */
 Endpoint *get_endpoint(ompi_proc_t *proc);
 Endpoint *comm_endpoint(ompi_communicator_t *comm, int rank);
@@ -229,6 +240,10 @@ void fatal_status(const char *what, ucs_status_t st);
 
 /* pml_rdrp_send.cc */
 int  send_start(Request *r);
+/* Inject r (sequence number seq) as an eager message (gated: it took a
+ * credit, piggy: credits to return) or as a rendezvous RTS. */
+int  send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy);
+int  send_rts(Request *r, uint32_t seq);
 void send_check_complete(Request *r);
 int  ctrl_send(Endpoint *ep, unsigned am_id, Ctrl *c, size_t hlen);
 void send_ucx_cb(void *request, ucs_status_t status, void *user_data);  /* ucx_pending-- */

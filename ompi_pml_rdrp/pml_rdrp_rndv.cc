@@ -205,7 +205,9 @@ static void stream_chunks(Request *r)
                          UCP_OP_ATTR_FIELD_FLAGS;
         p.cb.send = chunk_sent_cb;
         p.user_data = c;
-        p.flags = UCP_AM_SEND_FLAG_RNDV;
+        /* a chunk the size of an eager message is copied on arrival: UCX's
+         * own rendezvous handshake would cost more than the copy */
+        p.flags = len <= mca_pml_rdrp_params.eager_limit ? UCP_AM_SEND_FLAG_EAGER : UCP_AM_SEND_FLAG_RNDV;
         ucs_status_ptr_t sp = ucp_am_send_nbx(r->ep->ep, RDRP_AM_CHUNK, &c->h.chunk,
                                               sizeof(rdrp_chunk_hdr_t), r->data + r->next_off, len, &p);
         r->next_off += len;

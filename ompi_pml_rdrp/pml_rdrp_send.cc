@@ -1,6 +1,7 @@
 /* pml/rdrp: the send side: modes, eager, RTS, control messages. */
 #include "pml_rdrp_request.h"
 #include "pml_rdrp_credit.h"
+#include "pml_rdrp_pacing.h"
 #include "pml_rdrp_throttle.h"
 
 #include <cstdlib>
@@ -77,7 +78,7 @@ int ctrl_send(Endpoint *ep, unsigned am_id, Ctrl *c, size_t hlen)
 /* ------------------------------------------------------------ protocols */
 static inline uint32_t peer_vpid(Endpoint *ep) { return ep->proc->super.proc_name.vpid; }
 
-static int send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy)
+int send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy)
 {
     rdrp_eager_hdr_t *h = &r->hdr.eager;
     h->m.cid = r->comm->c_contextid;
@@ -135,7 +136,7 @@ static size_t rts_add_rkey(Request *r, rdrp_rts_hdr_t *h)
     return sizeof(*h) + r->region->rkey_len;
 }
 
-static int send_rts(Request *r, uint32_t seq)
+int send_rts(Request *r, uint32_t seq)
 {
     rdrp_rts_hdr_t *h = &r->hdr.rts.h;
     std::memset(h, 0, sizeof(*h));
@@ -146,8 +147,9 @@ static int send_rts(Request *r, uint32_t seq)
     r->id = g.ids.add(r);
     h->sreq = r->id;
     h->total_len = r->packed;
-    /* a small message here found no credit: all of it rides in the RTS
-     * header path of the chunked protocol, nothing to pull */
+    /* a small message here waited for a credit in vain: its RTS (which
+     * needs none) carries no data, and the receiver's CTS fetches it in
+     * one eager chunk */
     bool small = r->packed <= mca_pml_rdrp_params.eager_limit;
     r->proto = small ? RDRP_PROTO_RDRP : static_cast<uint8_t>(rndv_protocol_for(r->packed));
     h->proto = r->proto;
@@ -219,52 +221,6 @@ static int pack_to_staging(Request *r, char *dst)
     return OMPI_SUCCESS;
 }
 
-/* A small standard send that found no credit: the data waits here, in a
- * copy owned by an internal request that goes by rendezvous, and the
- * user's send completes at once -- as an eager send would -- so programs
- * that (unsafely but commonly) count on small sends not blocking still run. */
-static int send_detached(Request *r, uint32_t seq)
-{
-    Request *c = req_alloc(REQ_SEND);
-    char *copy = static_cast<char *>(malloc(r->packed ? r->packed : 1));
-    if (!c || !copy) {
-        free(copy);
-        if (c) req_release(c);
-        return OMPI_ERR_OUT_OF_RESOURCE;
-    }
-    if (r->packed) std::memcpy(copy, r->data, r->packed);
-    c->buf = copy;
-    c->count = r->packed;
-    c->dtype = &ompi_mpi_byte.dt;
-    OMPI_DATATYPE_RETAIN(c->dtype);
-    c->comm = r->comm;
-    c->peer = r->peer;
-    c->tag = r->tag;
-    c->mode = MCA_PML_BASE_SEND_STANDARD;
-    c->internal = true;
-    c->ep = r->ep;
-    c->ompi.req_mpi_object.comm = r->comm;
-    c->ucx_pending = 0;
-    c->need_ack = c->acked = false;
-    c->rndv = c->rndv_done = false;
-    req_prepare_data(c);
-    c->staging = copy;  /* freed with the carrier's activation */
-    c->thr_held = r->thr_held;  /* the carrier's RTS is what the tokens pay for */
-    c->thr_tokens = r->thr_tokens;
-    r->thr_held = false;
-    int rc = send_rts(c, seq);
-    if (rc != OMPI_SUCCESS) {
-        throttle_release(c);
-        req_release(c);
-        return rc;
-    }
-    if (c->thr_held && c->ucx_pending == 0) throttle_release(c);  /* left inline */
-    send_check_complete(c);
-    r->ompi.req_status.MPI_ERROR = MPI_SUCCESS;
-    req_complete(r);
-    return OMPI_SUCCESS;
-}
-
 /* Start (or restart, for persistent requests) a prepared send request. */
 int send_start(Request *r)
 {
@@ -288,28 +244,24 @@ int send_start(Request *r)
 }
 
 /* Inject a prepared send (holding its admission tokens, if throttled):
- * the sequence number is drawn here, so queued sends keep their order. */
+ * the sequence number is drawn here, so queued sends keep their order.
+ * An eager-size send without credit, and every send behind one, waits on
+ * its endpoint (pml_rdrp_pacing.h). */
 int send_admitted(Request *r)
 {
     int rc;
     CommState *cs = reinterpret_cast<CommState *>(r->comm->c_pml_comm);
-    uint32_t seq = rdrp_match_next_send_seq(cs->mq, r->peer);
+    r->seq = rdrp_match_next_send_seq(cs->mq, r->peer);
+    if (OPAL_UNLIKELY(!r->ep->waiting.empty())) return pacing_enqueue(r);
     bool eager = r->packed <= mca_pml_rdrp_params.eager_limit;
     bool gated = false;
     uint32_t piggy = 0;
     if (eager && credit_enabled()) {
-        /* no credit: rendezvous instead of waiting, so no program can deadlock */
         gated = credit_take(peer_vpid(r->ep), &piggy);
-        eager = gated;
+        if (!gated) return pacing_enqueue(r);
     }
-    if (!eager && r->packed <= mca_pml_rdrp_params.eager_limit && !r->internal &&
-        r->mode != MCA_PML_BASE_SEND_SYNCHRONOUS) {
-        rc = send_detached(r, seq);
-        if (rc != OMPI_SUCCESS) throttle_release(r);
-        return rc;
-    }
-    if (eager) rc = send_eager(r, seq, gated, piggy);
-    else rc = send_rts(r, seq);
+    if (eager) rc = send_eager(r, r->seq, gated, piggy);
+    else rc = send_rts(r, r->seq);
     if (r->thr_held && (rc != OMPI_SUCCESS || r->ucx_pending == 0)) throttle_release(r);  /* left inline */
     if (rc != OMPI_SUCCESS) return rc;
     send_check_complete(r);
@@ -476,9 +428,10 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
             data += true_lb;
         }
         Endpoint *ep = comm_endpoint(comm, dst);
+        if (!ep->waiting.empty()) return false;  /* queue behind the sends waiting for credit */
         uint32_t piggy = 0;
         bool gated = credit_enabled();
-        if (gated && !credit_take(peer_vpid(ep), &piggy)) return false;  /* rendezvous */
+        if (gated && !credit_take(peer_vpid(ep), &piggy, false)) return false;  /* wait for credit */
         CommState *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
         h.m.cid = comm->c_contextid;
         h.m.src = comm->c_my_rank;
