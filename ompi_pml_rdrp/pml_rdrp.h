@@ -34,6 +34,8 @@ typedef struct mca_pml_rdrp_params {
     size_t get_limit;          /* auto: largest rendezvous message sent by the get protocol */
     int    put_poll_value;     /* put: -1 random per message, else this fixed byte */
     int    data_path;          /* RDRP_PATH_* for every peer (auto: by locality) */
+    int    shm;                /* peers on this node through shared-memory rings and CMA */
+    size_t shm_ring_size;      /* bytes of one ring (one per local sender) */
     int    data_path_local;    /* resolved choice for on-node peers under auto */
     int    data_path_remote;   /* resolved choice for off-node peers under auto */
     size_t auto_rma_min;       /* auto, on-node: messages this large switch from am to rma */
@@ -60,6 +62,7 @@ typedef struct mca_pml_rdrp_counters {
     uint64_t eager_sent;       /* messages sent by the eager protocol */
     uint64_t rndv_sent;        /* messages sent by rendezvous */
     uint64_t rndv_am;          /* ... of which over the am data path */
+    uint64_t rndv_cma;         /* ... of which over the cma data path (one kernel copy on the node) */
     uint64_t rndv_rma;         /* ... of which over the rma data path */
     uint64_t unexpected;       /* arrivals that found no posted receive */
     uint64_t chunks;           /* rendezvous chunks pulled by this receiver */
@@ -80,6 +83,9 @@ typedef struct mca_pml_rdrp_counters {
     uint64_t credits_piggybacked;  /* credits they carried */
     uint64_t mailbox_hwm;          /* most mailbox slots held at once */
     uint64_t mailbox_slots;        /* the mailbox size */
+    uint64_t shm_sent;             /* messages sent through shared-memory rings (pml_rdrp_transport.h) */
+    uint64_t shm_backlogged;       /* ... of which waited for room in the ring */
+    uint64_t ucx_sent;             /* messages sent as UCX active messages */
     uint64_t throttled;            /* sends that waited for admission (pml_rdrp_throttle) */
     uint64_t throttle_cache_hits;  /* sends admitted from the rank's token cache */
 } mca_pml_rdrp_counters_t;

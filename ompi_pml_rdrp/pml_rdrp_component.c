@@ -46,13 +46,14 @@ static unsigned long long chunk_size = 512 * 1024;
 static unsigned long long get_limit = 0;
 static unsigned long long auto_rma_min = 2 * 1024 * 1024;
 static unsigned long long send_buffer = 1024 * 1024;
+static unsigned long long shm_ring_size = 256 * 1024;
 
 static const mca_base_var_enum_value_t rndv_protocol_values[] = {
     {RDRP_RNDV_AUTO, "auto"}, {RDRP_RNDV_RDRP, "rdrp"}, {RDRP_RNDV_GET, "get"},
     {RDRP_RNDV_PUT, "put"}, {0, NULL}};
 
 static const mca_base_var_enum_value_t data_path_values[] = {
-    {RDRP_PATH_AUTO, "auto"}, {RDRP_PATH_RMA, "rma"}, {RDRP_PATH_AM, "am"}, {0, NULL}};
+    {RDRP_PATH_AUTO, "auto"}, {RDRP_PATH_RMA, "rma"}, {RDRP_PATH_AM, "am"}, {RDRP_PATH_CMA, "cma"}, {0, NULL}};
 
 static void reg_int(const char *name, const char *help, int *storage, int level)
 {
@@ -130,13 +131,21 @@ static int rdrp_register(void)
     reg_enum("data_path", data_path_values,
              "How rendezvous chunks move: rma (ucp_get_nbx from the sender's registered buffer), "
              "am (UCX active-message rendezvous accepted by the receiver with ucp_am_recv_data_nbx), "
-             "auto (per peer locality, from measurements: am on-node, rma off-node)",
+             "cma (peers on the node: the receiver reads the sender's buffer with one kernel copy, "
+             "process_vm_readv), auto (cma on the node when the shared-memory transport and CMA work, "
+             "else am; rma off-node)",
              &p->data_path, OPAL_INFO_LVL_4);
     reg_size("auto_rma_min",
              "With pml_rdrp_data_path=auto, on-node messages of at least this size use the rma path "
              "(measured on UCX 1.13 shared memory: am has lower latency up to 1 MiB, rma moves large "
              "messages ~1.4x faster because both processes copy); 0 = always am on-node",
              &auto_rma_min);
+    p->shm = 1;
+    reg_int("shm", "Peers on this node: every message through a shared-memory ring of ours in the peer's segment "
+            "and rendezvous data by one kernel copy (CMA), with no UCX call (0: UCX for every peer)",
+            &p->shm, OPAL_INFO_LVL_4);
+    reg_size("shm_ring_size", "Bytes of the ring each local peer writes into (rounded up to a power of two, "
+             "at least four of the largest messages)", &shm_ring_size);
     p->progress_iterations = 100;
     reg_int("progress_iterations", "Rounds of pml/rdrp's own progress (in blocking calls and unsuccessful iprobes) between two calls of the full opal_progress",
             &p->progress_iterations, OPAL_INFO_LVL_6);
@@ -258,6 +267,8 @@ static void register_pvars(void)
     reg_pvar("rndv_sent", "Messages sent with a rendezvous protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_sent);
     reg_pvar("rndv_am", "Rendezvous messages sent over the am data path", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_am);
     reg_pvar("rndv_rma", "Rendezvous messages sent over the rma data path", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_rma);
+    reg_pvar("rndv_cma", "Rendezvous messages sent over the cma data path (one kernel copy on the node)",
+             MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_cma);
     reg_pvar("unexpected", "Arrivals that found no matching posted receive", MCA_BASE_PVAR_CLASS_COUNTER, &k->unexpected);
     reg_pvar("rndv_rdrp", "Rendezvous messages sent with the rdrp (chunked pull) protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_rdrp);
     reg_pvar("rndv_get", "Rendezvous messages sent with the get protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_get);
@@ -281,6 +292,11 @@ static void register_pvars(void)
     reg_pvar("mailbox_hwm", "Most mailbox slots held at once by unmatched eager data (never above pml_rdrp_mailbox_slots)",
              MCA_BASE_PVAR_CLASS_HIGHWATERMARK, &k->mailbox_hwm);
     reg_pvar("mailbox_slots", "Size of this process's eager mailbox in slots", MCA_BASE_PVAR_CLASS_SIZE, &k->mailbox_slots);
+    reg_pvar("shm_sent", "Messages sent through a shared-memory ring (peers on this node)", MCA_BASE_PVAR_CLASS_COUNTER,
+             &k->shm_sent);
+    reg_pvar("shm_backlogged", "Ring messages that had to wait for room in the peer's ring", MCA_BASE_PVAR_CLASS_COUNTER,
+             &k->shm_backlogged);
+    reg_pvar("ucx_sent", "Messages sent as UCX active messages", MCA_BASE_PVAR_CLASS_COUNTER, &k->ucx_sent);
     reg_pvar("throttled", "Sends that waited for admission (pml_rdrp_throttle)", MCA_BASE_PVAR_CLASS_COUNTER,
              &k->throttled);
     reg_pvar("throttle_cache_hits", "Sends admitted from the process's token cache (pml_rdrp_throttle node)",
@@ -316,6 +332,7 @@ static int rdrp_open(void)
     p->get_limit = (size_t)get_limit;
     p->auto_rma_min = (size_t)auto_rma_min;
     p->send_buffer = (size_t)send_buffer;
+    p->shm_ring_size = (size_t)shm_ring_size;
     if (p->credit_wait_us < 0) p->credit_wait_us = 0;
     p->throttle_bytes_per_token = (uint64_t)throttle_bpt;
     if (p->put_poll_value > 255) p->put_poll_value = 255;

@@ -27,6 +27,8 @@ extern "C" {
 
 #include "pml_rdrp_wire.h"
 #include "pml_rdrp_wire_check.h"
+#include "pml_rdrp_transport.h"
+#include "common/shm/shm_ring.h"
 #include "rdrp_match.h"
 #include "ucx_glue/rdrp_ucx.h"
 
@@ -41,13 +43,35 @@ static inline T *container_of(M *m, M T::*member)
 
 /* One per peer process, hung on proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML]. */
 struct Request;
+
+/* A message waiting for room in a peer's ring (pml_rdrp_transport.h). */
+struct TxPending {
+    unsigned    id;
+    const void *hdr;
+    size_t      hlen;
+    const void *payload;
+    size_t      plen;
+    tx_cb_t     cb;
+    void       *user_data;
+};
+
 struct Endpoint {
-    ucp_ep_h     ep;
+    ucp_ep_h     ep;       /* UCX endpoint: at once for peers reached through UCX, on first
+                              use (ucx_ep()) for shared-memory peers on a UCX data path */
     uint64_t     peer_id;  /* jobid/vpid: keys the rkey cache */
     int          remote;   /* on another node */
-    int          path;     /* RDRP_PATH_RMA or RDRP_PATH_AM for rendezvous to this peer */
+    int          path;     /* RDRP_PATH_* for rendezvous to this peer */
     ompi_proc_t *proc;
     std::deque<Request *> waiting;  /* sends waiting for credit, in send order (pml_rdrp_pacing.h) */
+    /* shared-memory transport (pml_rdrp_transport.h) */
+    bool         shm = false;  /* messages go through our ring in the peer's segment */
+    bool         cma = false;  /* single-copy reads/writes of the peer's memory work */
+    int          pid = 0;
+    shm::RingProducer tx;
+    void        *seg_base = nullptr;  /* the peer's segment mapped here (not for ourselves) */
+    size_t       seg_len = 0;
+    std::deque<TxPending> backlog;    /* messages waiting for ring room, in order */
+    std::vector<char> ucx_addr;       /* the peer's worker address, for a late UCX connect */
 };
 
 /* comm->c_pml_comm */
@@ -194,7 +218,8 @@ struct State {
     size_t             live_requests = 0;
     Request           *blocking_recv = nullptr;  /* reused by MPI_Recv without threads */
     bool               blocking_busy = false;
-    bool               in_ucx = false;  /* inside ucp_worker_progress: callbacks must not progress */
+    bool               in_progress = false;  /* polling rings or the worker: callbacks must not progress */
+    unsigned           ucx_skip = 0;          /* progress passes since UCX was last polled (idle UCX) */
 };
 extern State g;
 
@@ -229,7 +254,8 @@ void     ctrl_release(Ctrl *c);
 
 /* pml_rdrp_module.cc */
 int  progress_worker();                 /* our share of opal_progress */
-/* One ucp_worker_progress, unless we are inside one already (a UCX
+/* One pass over our rings and (as transport_ucx_busy says) the UCX
+ * worker, unless we are inside one already (a message handler or UCX
  * callback that ends up in the send path). */
 unsigned progress_once();
 void wait_request(ompi_request_t *req); /* blocking calls wait here */

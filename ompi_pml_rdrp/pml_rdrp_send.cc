@@ -25,29 +25,26 @@ void send_check_complete(Request *r)
 void send_ucx_cb(void *request, ucs_status_t status, void *user_data)
 {
     Request *r = static_cast<Request *>(user_data);
-    ucp_request_free(request);
+    if (request) ucp_request_free(request);  /* NULL: it left a ring's backlog */
     if (r->thr_held) throttle_release(r);  /* its eager message or RTS has left */
     if (status != UCS_OK) fatal_status("send completion", status);
     --r->ucx_pending;
     send_check_complete(r);
 }
 
-/* Common part of every UCX send of a request: track or fail. */
-static inline int track(Request *r, ucs_status_ptr_t sp, const char *what)
+/* Send one message of a request; its completion is tracked in ucx_pending. */
+static inline int track(Request *r, unsigned id, const void *hdr, size_t hlen, const void *payload,
+                        size_t plen)
 {
-    if (OPAL_LIKELY(sp == nullptr)) return OMPI_SUCCESS;
-    if (UCS_PTR_IS_ERR(sp)) {
-        fatal_status(what, UCS_PTR_STATUS(sp));
-        return OMPI_ERROR;
-    }
-    ++r->ucx_pending;
+    if (am_send(r->ep, id, hdr, hlen, payload, plen, UCP_AM_SEND_FLAG_EAGER, send_ucx_cb, r) == TX_PENDING)
+        ++r->ucx_pending;
     return OMPI_SUCCESS;
 }
 
 /* ------------------------------------------------------------ control messages */
 static void ctrl_ucx_cb(void *request, ucs_status_t status, void *user_data)
 {
-    ucp_request_free(request);
+    if (request) ucp_request_free(request);
     if (status != UCS_OK) fatal_status("control message", status);
     --g.ctrl_pending;
     ctrl_release(static_cast<Ctrl *>(user_data));
@@ -55,21 +52,9 @@ static void ctrl_ucx_cb(void *request, ucs_status_t status, void *user_data)
 
 int ctrl_send(Endpoint *ep, unsigned am_id, Ctrl *c, size_t hlen)
 {
-    ucp_request_param_t p;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                     UCP_OP_ATTR_FIELD_FLAGS;
-    p.cb.send = ctrl_ucx_cb;
-    p.user_data = c;
-    p.flags = UCP_AM_SEND_FLAG_EAGER;
-    ucs_status_ptr_t sp = ucp_am_send_nbx(ep->ep, am_id, &c->h, hlen, nullptr, 0, &p);
-    if (sp == nullptr) {
+    if (am_send(ep, am_id, &c->h, hlen, nullptr, 0, UCP_AM_SEND_FLAG_EAGER, ctrl_ucx_cb, c) == TX_DONE) {
         ctrl_release(c);
         return OMPI_SUCCESS;
-    }
-    if (UCS_PTR_IS_ERR(sp)) {
-        ctrl_release(c);
-        fatal_status("control message", UCS_PTR_STATUS(sp));
-        return OMPI_ERROR;
     }
     ++g.ctrl_pending;
     return OMPI_SUCCESS;
@@ -95,15 +80,8 @@ int send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy)
         h->flags |= RDRP_FLAG_SYNC;
         r->need_ack = true;
     }
-    ucp_request_param_t p;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                     UCP_OP_ATTR_FIELD_FLAGS;
-    p.cb.send = send_ucx_cb;
-    p.user_data = r;
-    p.flags = UCP_AM_SEND_FLAG_EAGER;
     ++stats.eager_sent;
-    int rc = track(r, ucp_am_send_nbx(r->ep->ep, RDRP_AM_EAGER, h, sizeof(*h), r->data, r->packed, &p),
-                   "eager send");
+    int rc = track(r, RDRP_AM_EAGER, h, sizeof(*h), r->data, r->packed);
     credit_settle_if_due();
     return rc;
 }
@@ -113,8 +91,8 @@ int send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy)
 static inline int data_path_for(const Request *r)
 {
     const mca_pml_rdrp_params_t &p = mca_pml_rdrp_params;
-    if (p.data_path == RDRP_PATH_AUTO && !r->ep->remote && p.auto_rma_min > 0 &&
-        r->packed >= p.auto_rma_min)
+    if (p.data_path == RDRP_PATH_AUTO && !r->ep->remote && r->ep->path == RDRP_PATH_AM &&
+        p.auto_rma_min > 0 && r->packed >= p.auto_rma_min)
         return RDRP_PATH_RMA;
     return r->ep->path;
 }
@@ -123,6 +101,7 @@ static inline int data_path_for(const Request *r)
  * the get protocol); returns the header length. */
 static size_t rts_add_rkey(Request *r, rdrp_rts_hdr_t *h)
 {
+    transport_ucx_busy = true;  /* UCX serves the peer's GETs through our progress */
     r->region = rdrp_ucx_reg_acquire(r->data, r->packed);
     if (!r->region || r->region->rkey_len > RDRP_MAX_RKEY) {
         mca_pml_rdrp_fatal("send-failed", "memory registration for rendezvous failed",
@@ -187,6 +166,9 @@ int send_rts(Request *r, uint32_t seq)
         if (h->path == RDRP_PATH_RMA) {
             hlen = rts_add_rkey(r, h);
             ++stats.rndv_rma;
+        } else if (h->path == RDRP_PATH_CMA) {
+            h->raddr = reinterpret_cast<uint64_t>(r->data);  /* the receiver reads it from here */
+            ++stats.rndv_cma;
         } else {
             ++stats.rndv_am;
         }
@@ -195,15 +177,8 @@ int send_rts(Request *r, uint32_t seq)
     }
     if (hlen == 0) return OMPI_ERROR;
     h->first_len = r->first_len;
-    ucp_request_param_t p;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                     UCP_OP_ATTR_FIELD_FLAGS;
-    p.cb.send = send_ucx_cb;
-    p.user_data = r;
-    p.flags = UCP_AM_SEND_FLAG_EAGER;
     ++stats.rndv_sent;
-    return track(r, ucp_am_send_nbx(r->ep->ep, RDRP_AM_RTS, h, hlen, r->data, r->first_len, &p),
-                 "rendezvous RTS");
+    return track(r, RDRP_AM_RTS, h, hlen, r->data, r->first_len);
 }
 
 /* Pack non-contiguous data into an owned contiguous staging buffer. */
@@ -429,6 +404,10 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
         }
         Endpoint *ep = comm_endpoint(comm, dst);
         if (!ep->waiting.empty()) return false;  /* queue behind the sends waiting for credit */
+        /* a ring peer: the message must go out now, since the header is
+         * on this stack frame (otherwise the request path takes it) */
+        bool ring = ep->shm;
+        if (ring && !am_can_send_now(ep, sizeof(h) + len)) return false;
         uint32_t piggy = 0;
         bool gated = credit_enabled();
         if (gated && !credit_take(peer_vpid(ep), &piggy, false)) return false;  /* wait for credit */
@@ -441,20 +420,27 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
         h.credits = static_cast<uint16_t>(piggy);
         h.src_vpid = credit_self();
         h.sreq = 0;
+        ++stats.eager_sent;
+        if (ring) {
+            am_send(ep, RDRP_AM_EAGER, &h, sizeof(h), data, len, UCP_AM_SEND_FLAG_EAGER, nullptr, nullptr);
+            credit_settle_if_due();
+            *rc = OMPI_SUCCESS;
+            return true;
+        }
         ucp_request_param_t p;
         p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
         p.flags = UCP_AM_SEND_FLAG_EAGER;
-        ++stats.eager_sent;
+        ++stats.ucx_sent;
         if (len <= RDRP_EAGER_PACKED_MAX) {
             /* header and payload in one buffer: UCX copies it out before
              * returning (short message) or keeps using it (then we wait
              * below, so the stack frame outlives the send) */
             std::memcpy(packed, &h, sizeof(h));
             std::memcpy(packed + sizeof(h), data, len);
-            sp = ucp_am_send_nbx(ep->ep, RDRP_AM_EAGER_PACKED, nullptr, 0, packed,
+            sp = ucp_am_send_nbx(ucx_ep(ep), RDRP_AM_EAGER_PACKED, nullptr, 0, packed,
                                  sizeof(h) + len, &p);
         } else {
-            sp = ucp_am_send_nbx(ep->ep, RDRP_AM_EAGER, &h, sizeof(h), data, len, &p);
+            sp = ucp_am_send_nbx(ucx_ep(ep), RDRP_AM_EAGER, &h, sizeof(h), data, len, &p);
         }
         /* the message is on its way: now there is time for credit accounting */
         credit_settle_if_due();
