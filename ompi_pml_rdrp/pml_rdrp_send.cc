@@ -150,7 +150,9 @@ int send_rts(Request *r, uint32_t seq)
         break;
     default:
         r->first_len = std::min(r->packed, mca_pml_rdrp_params.rndv_first_chunk);
-        if (small) r->first_len = 0;
+        /* a CMA receiver reads the whole message in one copy: a first
+         * chunk would only be copied twice more (into and out of the ring) */
+        if (small || data_path_for(r) == RDRP_PATH_CMA) r->first_len = 0;
         if (r->first_len > 0 && credit_enabled()) {
             /* the first chunk may wait at the receiver: it needs a credit */
             uint32_t piggy;
