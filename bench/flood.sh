@@ -7,6 +7,10 @@
 #   part 1: 2000 and 20000 windows x 64 x 16 B and 1 KiB, consumer at full
 #           speed, and 2000 x 64 x 1 KiB with a consumer that sleeps 200 us
 #           per window (--quick: 2000 windows only)
+#   part 3: the rdrp variants under the 2000 x 64 x 1 KiB flood (with a
+#           consumer at full speed and one sleeping 200 us per window):
+#           throttle rank/node, rendezvous get/put, data paths am/rma, no
+#           shared-memory transport
 #   part 2: (--run S, default 60) a producer that never stops: the consumer
 #           sleeps 200 us per window; every second both print the windows
 #           done and their resident memory (flat = paced)
@@ -67,6 +71,28 @@ for c in $cases; do
             "$(awk -v a="${rssp[$p]}" -v b="${rssp[ob1]}" 'BEGIN{print (b>0)?a/b:0}')"
     done
     unset best rssp rssc
+done
+
+echo "## part 3: pml rdrp variants, 2000 x 64 x 1 KiB, best of $REPS (time s, vs ob1 of part 1)"
+declare -A VAR=(
+    [throttle-rank]="--mca pml_rdrp_throttle rank" [throttle-node]="--mca pml_rdrp_throttle node"
+    [get]="--mca pml_rdrp_rndv_protocol get" [put]="--mca pml_rdrp_rndv_protocol put"
+    [am]="--mca pml_rdrp_data_path am" [rma]="--mca pml_rdrp_data_path rma" [noshm]="--mca pml_rdrp_shm 0"
+)
+printf '%-14s %-8s %9s %10s %10s\n' variant sleep time rss_prod rss_cons
+for v in throttle-rank throttle-node get put am rma noshm; do
+    for s in 0 200; do
+        bt=""; bp=0; bc=0
+        for rep in $(seq "$REPS"); do
+            # shellcheck disable=SC2086
+            line=$(timeout 600 "${MPIRUN[@]}" --mca pml rdrp ${VAR[$v]} "$HERE/build/flood" -n 2000 -b 1024 -s "$s" 2>/dev/null | grep '^flood')
+            t=$(sed -n 's/.* time \([0-9.]*\) s.*/\1/p' <<<"$line"); [ -z "$t" ] && t=999999
+            rp=$(sed -n 's/.*maxrss producer \([0-9]*\) KiB.*/\1/p' <<<"$line"); rc=$(sed -n 's/.*consumer \([0-9]*\) KiB.*/\1/p' <<<"$line")
+            if [ -z "$bt" ] || awk -v a="$t" -v b="$bt" 'BEGIN{exit !(a<b)}'; then bt=$t; fi
+            [ "${rp:-0}" -gt "$bp" ] && bp=$rp; [ "${rc:-0}" -gt "$bc" ] && bc=$rc
+        done
+        printf '%-14s %-8s %9.3f %10d %10d\n' "$v" "${s}us" "$bt" "$bp" "$bc"
+    done
 done
 
 echo "## part 2: a producer that never stops, consumer sleeping 200 us per window, ${RUN} s"
