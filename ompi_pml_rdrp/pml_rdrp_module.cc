@@ -67,12 +67,7 @@ Endpoint *comm_endpoint(ompi_communicator_t *comm, int rank)
     return ep;
 }
 
-CommState *comm_state(uint32_t cid)
-{
-    ompi_communicator_t *comm = ompi_comm_lookup(cid);
-    if (!comm) return nullptr;
-    return reinterpret_cast<CommState *>(comm->c_pml_comm);
-}
+
 
 /* ------------------------------------------------------------ module functions */
 static int add_procs(ompi_proc_t **procs, size_t nprocs)
@@ -191,6 +186,8 @@ static int add_comm(ompi_communicator_t *comm)
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     comm->c_pml_comm = reinterpret_cast<mca_pml_comm_t *>(cs);
+    if (comm->c_contextid >= g.comms.size()) g.comms.resize(comm->c_contextid + 1, nullptr);
+    g.comms[comm->c_contextid] = cs;
     replay_pending(cs, comm->c_contextid);
     return OMPI_SUCCESS;
 }
@@ -209,6 +206,7 @@ static int del_comm(ompi_communicator_t *comm)
     Guard guard;
     auto *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
     if (!cs) return OMPI_SUCCESS;
+    if (comm->c_contextid < g.comms.size()) g.comms[comm->c_contextid] = nullptr;
     rdrp_match_foreach(cs->mq, drop_item, nullptr);
     rdrp_match_destroy(cs->mq);
     free(cs->eps);

@@ -28,7 +28,6 @@ extern "C" {
 #include "pml_rdrp_wire.h"
 #include "pml_rdrp_wire_check.h"
 #include "pml_rdrp_transport.h"
-#include "common/shm/shm_ring.h"
 #include "rdrp_match.h"
 #include "ucx_glue/rdrp_ucx.h"
 
@@ -43,36 +42,6 @@ static inline T *container_of(M *m, M T::*member)
 
 /* One per peer process, hung on proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML]. */
 struct Request;
-
-/* A message waiting for room in a peer's ring (pml_rdrp_transport.h). */
-struct TxPending {
-    unsigned    id;
-    const void *hdr;
-    size_t      hlen;
-    const void *payload;
-    size_t      plen;
-    tx_cb_t     cb;
-    void       *user_data;
-};
-
-struct Endpoint {
-    ucp_ep_h     ep;       /* UCX endpoint: at once for peers reached through UCX, on first
-                              use (ucx_ep()) for shared-memory peers on a UCX data path */
-    uint64_t     peer_id;  /* jobid/vpid: keys the rkey cache */
-    int          remote;   /* on another node */
-    int          path;     /* RDRP_PATH_* for rendezvous to this peer */
-    ompi_proc_t *proc;
-    std::deque<Request *> waiting;  /* sends waiting for credit, in send order (pml_rdrp_pacing.h) */
-    /* shared-memory transport (pml_rdrp_transport.h) */
-    bool         shm = false;  /* messages go through our ring in the peer's segment */
-    bool         cma = false;  /* single-copy reads/writes of the peer's memory work */
-    int          pid = 0;
-    shm::RingProducer tx;
-    void        *seg_base = nullptr;  /* the peer's segment mapped here (not for ourselves) */
-    size_t       seg_len = 0;
-    std::deque<TxPending> backlog;    /* messages waiting for ring room, in order */
-    std::vector<char> ucx_addr;       /* the peer's worker address, for a late UCX connect */
-};
 
 /* comm->c_pml_comm */
 struct Endpoint;
@@ -211,6 +180,7 @@ struct State {
     std::vector<Unexpected *> unex_pool;
     std::vector<Ctrl *>       ctrl_pool;
     std::vector<Endpoint *>   endpoints;
+    std::vector<CommState *>  comms;  /* by context id (comm_state) */
     std::map<uint32_t, std::vector<Unexpected *>> pending_cid;  /* comm not created here yet */
     std::vector<Request *>    polling;  /* get/put receives waiting for their last byte */
     uint64_t           rand_state = 0;  /* put protocol poll values */
@@ -261,7 +231,12 @@ unsigned progress_once();
 void wait_request(ompi_request_t *req); /* blocking calls wait here */
 Endpoint *get_endpoint(ompi_proc_t *proc);
 Endpoint *comm_endpoint(ompi_communicator_t *comm, int rank);
-CommState *comm_state(uint32_t cid);
+/* Our own cid -> state table (add_comm/del_comm keep it): an arrival finds
+ * its communicator without Open MPI's (locked) communicator array. */
+static inline CommState *comm_state(uint32_t cid)
+{
+    return cid < g.comms.size() ? g.comms[cid] : nullptr;
+}
 void fatal_status(const char *what, ucs_status_t st);
 
 /* pml_rdrp_send.cc */

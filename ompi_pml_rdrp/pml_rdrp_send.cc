@@ -363,16 +363,62 @@ extern "C" int mca_pml_rdrp_isend_init(const void *buf, size_t count, ompi_datat
     return OMPI_SUCCESS;
 }
 
+static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt, int dst, int tag,
+                              ompi_communicator_t *comm, int *rc, bool ring_only);
+
+/* An MPI_Isend that completed before it returned: every such send gets the
+ * same already-complete request, which MPI_Wait finds done and
+ * MPI_Request_free leaves alone (as pml/ucx does), so the fast path
+ * touches no request object. */
+static int completed_free(ompi_request_t **rptr)
+{
+    *rptr = MPI_REQUEST_NULL;
+    return OMPI_SUCCESS;
+}
+
+static int completed_cancel(ompi_request_t *req, int complete)
+{
+    (void)req; (void)complete;
+    return OMPI_SUCCESS;
+}
+
+static ompi_request_t *make_completed_request()
+{
+    static ompi_request_t r;
+    OBJ_CONSTRUCT(&r, ompi_request_t);
+    OMPI_REQUEST_INIT(&r, false);
+    r.req_state = OMPI_REQUEST_ACTIVE;
+    r.req_type = OMPI_REQUEST_PML;
+    r.req_free = completed_free;
+    r.req_cancel = completed_cancel;
+    r.req_mpi_object.comm = &ompi_mpi_comm_world.comm;
+    r.req_status.MPI_ERROR = MPI_SUCCESS;
+    ompi_request_complete(&r, false);
+    return &r;
+}
+
+static ompi_request_t *completed_send_request()
+{
+    static ompi_request_t *req = make_completed_request();  /* thread-safe first use */
+    return req;
+}
+
 extern "C" int mca_pml_rdrp_isend(const void *buf, size_t count, ompi_datatype_t *dt, int dst,
                                   int tag, mca_pml_base_send_mode_t mode, ompi_communicator_t *comm,
                                   ompi_request_t **request)
 {
+    int rc;
+    if ((mode == MCA_PML_BASE_SEND_STANDARD || mode == MCA_PML_BASE_SEND_READY) && !throttle_active &&
+        send_eager_inline(buf, count, dt, dst, tag, comm, &rc, true)) {
+        if (rc == OMPI_SUCCESS) *request = completed_send_request();
+        return rc;
+    }
     Guard guard;
     Request *r = req_alloc(REQ_SEND);
     if (!r) return OMPI_ERR_OUT_OF_RESOURCE;
     init_send(r, buf, count, dt, dst, tag, mode, comm);
     r->ep = comm_endpoint(comm, dst);
-    int rc = start_in_mode(r);
+    rc = start_in_mode(r);
     if (rc != OMPI_SUCCESS) {
         req_release(r);
         return rc;
@@ -384,8 +430,10 @@ extern "C" int mca_pml_rdrp_isend(const void *buf, size_t count, ompi_datatype_t
 /* Blocking standard send of a small contiguous message: no request object,
  * the header (and, for small payloads, a packed copy of header + payload)
  * lives on this stack frame until UCX is done with it. */
+/* ring_only: only if the message goes into a shared-memory ring at once
+ * (MPI_Isend: then nothing is left to wait for, not even a UCX request). */
 static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt, int dst, int tag,
-                              ompi_communicator_t *comm, int *rc)
+                              ompi_communicator_t *comm, int *rc, bool ring_only)
 {
     ucs_status_ptr_t sp;
     rdrp_eager_hdr_t h;
@@ -409,7 +457,7 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
         /* a ring peer: the message must go out now, since the header is
          * on this stack frame (otherwise the request path takes it) */
         bool ring = ep->shm;
-        if (ring && !am_can_send_now(ep, sizeof(h) + len)) return false;
+        if (ring ? !am_can_send_now(ep, sizeof(h) + len) : ring_only) return false;
         uint32_t piggy = 0;
         bool gated = credit_enabled();
         if (gated && !credit_take(peer_vpid(ep), &piggy, false)) return false;  /* wait for credit */
@@ -474,7 +522,7 @@ extern "C" int mca_pml_rdrp_send(const void *buf, size_t count, ompi_datatype_t 
     int rc;
     /* the request-free fast path skips admission: not under throttling */
     if ((mode == MCA_PML_BASE_SEND_STANDARD || mode == MCA_PML_BASE_SEND_READY) && !throttle_active &&
-        send_eager_inline(buf, count, dt, dst, tag, comm, &rc))
+        send_eager_inline(buf, count, dt, dst, tag, comm, &rc, false))
         return rc;
     ompi_request_t *req;
     rc = mca_pml_rdrp_isend(buf, count, dt, dst, tag, mode, comm, &req);

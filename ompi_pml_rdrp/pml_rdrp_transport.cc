@@ -252,13 +252,14 @@ ucp_ep_h ucx_ep(Endpoint *ep)
     return ep->ep;
 }
 
-int am_send(Endpoint *ep, unsigned id, const void *hdr, size_t hlen, const void *payload, size_t plen,
-            uint32_t flags, tx_cb_t cb, void *user_data)
+uint64_t *shm_sent_counter = &mca_pml_rdrp_counters.shm_sent;
+
+/* Everything but a ring message that fits at once (am_send, inline). */
+int am_send_slow(Endpoint *ep, unsigned id, const void *hdr, size_t hlen, const void *payload, size_t plen,
+                 uint32_t flags, tx_cb_t cb, void *user_data)
 {
     if (ep->shm && !(flags & UCP_AM_SEND_FLAG_RNDV)) {
         ++stats.shm_sent;
-        if (OPAL_LIKELY(ep->backlog.empty()) && ep->tx.push(static_cast<uint16_t>(id), hdr, hlen, payload, plen))
-            return TX_DONE;
         if (ep->backlog.empty()) L.backlogged.push_back(ep);
         ep->backlog.push_back(TxPending{id, hdr, hlen, payload, plen, cb, user_data});
         ++transport_backlog;
@@ -286,11 +287,6 @@ int am_send(Endpoint *ep, unsigned id, const void *hdr, size_t hlen, const void 
         return TX_DONE;
     }
     return TX_PENDING;
-}
-
-bool am_can_send_now(Endpoint *ep, size_t len)
-{
-    return ep->shm && ep->backlog.empty() && ep->tx.has_room(len);
 }
 
 int transport_progress()

@@ -25,27 +25,78 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <vector>
 
 #include <ucp/api/ucp.h>
 
-namespace rdrp {
+#include "common/shm/shm_ring.h"
 
-struct Endpoint;
+namespace rdrp {
 
 enum { TX_DONE = 0, TX_PENDING = 1 };
 typedef void (*tx_cb_t)(void *request, ucs_status_t status, void *user_data);
+
+struct Request;
+
+/* A message waiting for room in a peer's ring (pml_rdrp_transport.h). */
+struct TxPending {
+    unsigned    id;
+    const void *hdr;
+    size_t      hlen;
+    const void *payload;
+    size_t      plen;
+    tx_cb_t     cb;
+    void       *user_data;
+};
+
+struct Endpoint {
+    ucp_ep_h     ep;       /* UCX endpoint: at once for peers reached through UCX, on first
+                              use (ucx_ep()) for shared-memory peers on a UCX data path */
+    uint64_t     peer_id;  /* jobid/vpid: keys the rkey cache */
+    int          remote;   /* on another node */
+    int          path;     /* RDRP_PATH_* for rendezvous to this peer */
+    ompi_proc_t *proc;
+    std::deque<Request *> waiting;  /* sends waiting for credit, in send order (pml_rdrp_pacing.h) */
+    /* shared-memory transport (pml_rdrp_transport.h) */
+    bool         shm = false;  /* messages go through our ring in the peer's segment */
+    bool         cma = false;  /* single-copy reads/writes of the peer's memory work */
+    int          pid = 0;
+    shm::RingProducer tx;
+    void        *seg_base = nullptr;  /* the peer's segment mapped here (not for ourselves) */
+    size_t       seg_len = 0;
+    std::deque<TxPending> backlog;    /* messages waiting for ring room, in order */
+    std::vector<char> ucx_addr;       /* the peer's worker address, for a late UCX connect */
+};
+
+
 
 /* Send message `id` to ep.  flags: UCP_AM_SEND_FLAG_EAGER, or
  * UCP_AM_SEND_FLAG_RNDV (UCX only: the am data path).  Returns TX_DONE
  * (buffers reusable, cb not called) or TX_PENDING (cb called later); a
  * transport error aborts the job with a message. */
-int am_send(Endpoint *ep, unsigned id, const void *hdr, size_t hlen, const void *payload,
-            size_t plen, uint32_t flags, tx_cb_t cb, void *user_data);
+int am_send_slow(Endpoint *ep, unsigned id, const void *hdr, size_t hlen, const void *payload,
+                 size_t plen, uint32_t flags, tx_cb_t cb, void *user_data);
+extern uint64_t *shm_sent_counter;  /* MPI_T pml_rdrp_shm_sent */
+inline int am_send(Endpoint *ep, unsigned id, const void *hdr, size_t hlen, const void *payload,
+                   size_t plen, uint32_t flags, tx_cb_t cb, void *user_data)
+{
+    /* the common case, inline: a ring peer with room */
+    if (__builtin_expect(ep->shm && !(flags & UCP_AM_SEND_FLAG_RNDV) && ep->backlog.empty(), 1) &&
+        ep->tx.push(static_cast<uint16_t>(id), hdr, hlen, payload, plen)) {
+        ++*shm_sent_counter;
+        return TX_DONE;
+    }
+    return am_send_slow(ep, id, hdr, hlen, payload, plen, flags, cb, user_data);
+}
 
 /* ep is a ring peer and a message of len bytes (header + payload) would
  * go out at once: then am_send() returns TX_DONE for it, so a caller may
  * keep its header on its stack (the blocking-send path). */
-bool am_can_send_now(Endpoint *ep, size_t len);
+inline bool am_can_send_now(Endpoint *ep, size_t len)
+{
+    return ep->shm && ep->backlog.empty() && ep->tx.has_room(len);
+}
 
 /* The handler of message `id` when it comes through a ring (the same
  * functions UCX calls for its active messages). */

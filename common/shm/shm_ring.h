@@ -8,9 +8,11 @@
  *   | control: consumer head (its own cache line) | data: size bytes |
  *
  * A message is one entry in the data area: a 16-byte header, then `hlen`
- * bytes of header and `plen` bytes of payload, padded to 16 bytes.  An
- * entry never wraps: when it does not fit before the end, the producer
- * writes a skip marker and starts at offset 0.
+ * bytes of header and `plen` bytes of payload, padded so the entry takes
+ * whole cache lines (64 bytes): a small message moves between the two
+ * cores as exactly one line, and no two messages share one.  An entry
+ * never wraps: when it does not fit before the end, the producer writes a
+ * skip marker and starts at offset 0.
  *
  * The header's first word is the entry's absolute position in the stream
  * (a 64-bit byte count that starts at `size`, so the zeroes of a fresh
@@ -22,7 +24,7 @@
  * taken what it read; the producer reads it only when its cached copy says
  * the ring is full.
  *
- * Capacity: one entry takes 16 + align16(hlen + plen) bytes, plus at most
+ * Capacity: one entry takes entry_bytes(hlen + plen) bytes, plus at most
  * one skip marker per lap; max_message() is the largest hlen + plen that
  * always fits.
  */
@@ -53,7 +55,8 @@ static_assert(sizeof(EntryHeader) == 16, "16-byte entry header");
 constexpr uint16_t kSkip = 0xFFFF;
 constexpr size_t kRingOverhead = sizeof(RingControl);
 
-inline constexpr size_t align16(size_t n) { return (n + 15) & ~size_t(15); }
+/* Bytes one message of len (= hlen + plen) bytes takes in the ring. */
+inline constexpr size_t entry_bytes(size_t len) { return (sizeof(EntryHeader) + len + 63) & ~size_t(63); }
 
 /* Bytes of shared memory one ring of `size` data bytes needs. */
 inline constexpr size_t ring_bytes(size_t size) { return kRingOverhead + size; }
@@ -80,13 +83,13 @@ public:
         tail_ = head_seen_;
     }
     bool attached() const { return data_ != nullptr; }
-    size_t max_message() const { return size_ / 2 - sizeof(EntryHeader); }
+    size_t max_message() const { return size_ / 2 - 64; }
 
     /* A message of len (= hlen + plen) bytes would fit now: the next
      * push() of at most that size succeeds (there is one producer). */
     bool has_room(size_t len)
     {
-        size_t need = sizeof(EntryHeader) + align16(len);
+        size_t need = entry_bytes(len);
         size_t off = tail_ & (size_ - 1);
         size_t skip = (off + need > size_) ? size_ - off : 0;
         if (tail_ + skip + need - head_seen_ <= size_) return true;
@@ -99,7 +102,7 @@ public:
      * hlen + plen <= max_message(). */
     bool push(uint16_t id, const void *hdr, size_t hlen, const void *payload, size_t plen)
     {
-        size_t need = sizeof(EntryHeader) + align16(hlen + plen);
+        size_t need = entry_bytes(hlen + plen);
         size_t off = tail_ & (size_ - 1);
         size_t skip = (off + need > size_) ? size_ - off : 0;  /* the rest of this lap */
         if (tail_ + skip + need - head_seen_ > size_) {
@@ -170,7 +173,7 @@ public:
             }
             uint16_t hlen = e->hlen;
             const char *body = data_ + off + sizeof(EntryHeader);
-            head_ += sizeof(EntryHeader) + align16(len);
+            head_ += entry_bytes(len);
             ++n;
             fn(id, body, static_cast<size_t>(hlen), body + hlen, static_cast<size_t>(len - hlen));
         }
