@@ -34,7 +34,7 @@ mca_coll_base_component_2_0_0_t mca_coll_cdag_component = {
     .collm_version = {
         MCA_COLL_BASE_VERSION_2_0_0,
         .mca_component_name = "cdag",
-        MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
+        MCA_BASE_MAKE_VERSION(component, RDRP_VERSION_MAJOR, RDRP_VERSION_MINOR, RDRP_VERSION_RELEASE),
         .mca_open_component = cdag_open,
         .mca_close_component = cdag_close,
         .mca_register_component_params = cdag_register,

@@ -28,7 +28,7 @@ mca_pml_base_component_2_0_0_t mca_pml_rdrp_component = {
     .pmlm_version = {
         MCA_PML_BASE_VERSION_2_0_0,
         .mca_component_name = "rdrp",
-        MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
+        MCA_BASE_MAKE_VERSION(component, RDRP_VERSION_MAJOR, RDRP_VERSION_MINOR, RDRP_VERSION_RELEASE),
         .mca_open_component = rdrp_open,
         .mca_close_component = rdrp_close,
         .mca_register_component_params = rdrp_register,
