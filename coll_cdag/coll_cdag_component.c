@@ -94,7 +94,7 @@ static int cdag_register(void)
         "e.g. --mca coll_cdag_priority 100",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, &p->priority);
     p->verbose = 0;
-    (void)mca_base_component_var_register(c, "verbose", "Verbosity of coll/cdag (0: errors only)",
+    (void)mca_base_component_var_register(c, "verbose", "Verbosity of coll/cdag (0: errors only, 2: settings at start-up, 10: communicators it takes and the schedule of every compiled plan (once per plan): algorithm, radix, segment, window)",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &p->verbose);
     progress_value = "inline";
     (void)mca_base_component_var_register(c, "progress",

@@ -89,7 +89,7 @@ static int rdrp_register(void)
     reg_int("priority", "Priority of pml/rdrp (it is only ever used when selected by name: --mca pml rdrp)",
             &p->priority, OPAL_INFO_LVL_3);
     p->verbose = 0;
-    reg_int("verbose", "Verbosity of pml/rdrp (0: errors only, 10: protocol decisions, 50: every message)",
+    reg_int("verbose", "Verbosity of pml/rdrp (0: errors only, 2: settings at start-up, 10: at the first contact with each peer, the protocol, data path, first chunk, chunk size and window a message of each size gets)",
             &p->verbose, OPAL_INFO_LVL_5);
     int eager_idx = mca_base_component_var_register(
         &mca_pml_rdrp_component.pmlm_version, "eager_limit",
