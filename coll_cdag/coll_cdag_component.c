@@ -262,7 +262,9 @@ static int cdag_open(void)
     mca_coll_cdag_params_t *p = &mca_coll_cdag_params;
     p->output = opal_output_open(NULL);
     opal_output_set_verbosity(p->output, p->verbose);
+#ifdef COLL_CDAG_SRC_HELP_DIR  /* not in packaged builds (configure --disable-source-help) */
     opal_show_help_add_dir(COLL_CDAG_SRC_HELP_DIR);
+#endif
     opal_show_help_add_dir(RDRP_HELP_DIR);
     register_pvars();
     if (p->priority < 0) return OMPI_SUCCESS;  /* not asked for: no worker, nothing published */

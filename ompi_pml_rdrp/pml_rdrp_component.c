@@ -305,7 +305,9 @@ static int rdrp_open(void)
     opal_output_set_verbosity(p->output, p->verbose);
     /* the source tree first: a stale installed copy must not shadow the
      * topics of the build being run (a missing directory is skipped) */
+#ifdef RDRP_SRC_HELP_DIR  /* not in packaged builds (configure --disable-source-help) */
     opal_show_help_add_dir(RDRP_SRC_HELP_DIR);
+#endif
     opal_show_help_add_dir(RDRP_HELP_DIR);
 
     /* UCX must hear about memory released by the application too */
