@@ -295,7 +295,8 @@ T0=$SECONDS
 # Preflight: one tiny run per configuration, so a component that does not
 # load is reported once instead of failing every benchmark.
 preflight() {
-    local cfg=$1 np=$2 log=$OUT/logs/preflight-$cfg -
+    local cfg=$1 np=$2 -
+    local log=$OUT/logs/preflight-$cfg
     set -f
     local prog
     if [[ -n ${BIN[osu_latency]:-} ]]; then prog="${BIN[osu_latency]} -m 1:1 -i 10 -x 1"
