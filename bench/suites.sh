@@ -313,9 +313,9 @@ preflight() {
 }
 echo "# suites.sh: results in $OUT"
 echo "# point-to-point np $NP: ${P2P_CFGS[*]}; collectives np $COLL_NP: ${COLL_CFGS[*]}"
-(( COLL_NP > $(nproc) )) && echo "# note: $COLL_NP ranks on $(nproc) cores (oversubscribed): collective times include scheduling"
 need_p2p=0; need_coll=0
 for b in "${SEL[@]}"; do [[ ${B_KIND[$b]} == p2p ]] && need_p2p=1 || need_coll=1; done
+(( need_coll && COLL_NP > $(nproc) )) && echo "# note: $COLL_NP ranks on $(nproc) cores (oversubscribed): collective times include scheduling"
 (( need_p2p )) && for c in "${P2P_CFGS[@]}"; do preflight "$c" "$NP"; done
 (( need_coll )) && for c in "${COLL_CFGS[@]}"; do preflight "$c" "$COLL_NP"; done
 
