@@ -63,7 +63,8 @@ build() {
     local src
     src=$(ls -d "$WORK"/rdrp-*/ | head -1)
     echo "== dpkg-buildpackage -us -uc -b in $src (log $WORK/build.log)"
-    (cd "$src" && dpkg-buildpackage -us -uc -b) >"$WORK/build.log" 2>&1 ||
+    (cd "$src" && DEB_BUILD_OPTIONS=${DEB_BUILD_OPTIONS:-parallel=$(nproc)} dpkg-buildpackage -us -uc -b) \
+        >"$WORK/build.log" 2>&1 ||
         { tail -40 "$WORK/build.log"; die "dpkg-buildpackage failed"; }
     grep -E '^(PASS|FAIL) |^[0-9]+ passed, [0-9]+ failed' "$WORK/build.log" | tail -1 | sed 's/^/   unit tests in the package build: /'
     # keep the MPI tests of this release for the cycle, then drop the build tree
