@@ -138,15 +138,21 @@ cycle() {
         '  MPI_Allreduce(&x, &s, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);' \
         '  if (r == 0) printf("hello from %d ranks, sum %d\n", n, s); MPI_Finalize(); return s != n; }' >"$hello.c"
     mpicc -o "$hello" "$hello.c" || bad "compile hello world"
-    help_found() {  # NAME EXPECTED-TEXT MPIRUN-ARGS...
-        local name=$1 want=$2 out; shift 2
-        out=$(clean_env timeout 60 "${MPIRUN[@]}" -np 2 "$@" "$hello" 2>&1)
-        if grep -q "$want" <<<"$out" && ! grep -q "You were supposed to get help" <<<"$out"; then
-            ok "help text of $name found"
-        else
-            bad "help text of $name found"
-            echo "$out" | head -15 | sed 's/^/    | /'
-        fi
+    # Open MPI 4.1.4's mpirun loses help messages forwarded from the ranks now
+    # and then ("ORTE_ERROR_LOG: Data unpack would read past end of buffer in
+    # show_help.c"; its own, e.g. ob1's "unable to reach each other", too),
+    # so a topic counts as shown if one of three tries shows it.
+    help_found() {  # NAME NP EXPECTED-TEXT MPIRUN-ARGS...
+        local name=$1 np=$2 want=$3 out try; shift 3
+        for try in 1 2 3; do
+            out=$(clean_env timeout 60 "${MPIRUN[@]}" -np "$np" "$@" "$hello" 2>&1)
+            if grep -q "$want" <<<"$out" && ! grep -q "You were supposed to get help" <<<"$out"; then
+                ok "help text of $name shown (try $try)"
+                return
+            fi
+        done
+        bad "help text of $name shown"
+        echo "$out" | head -15 | sed 's/^/    | /'
     }
     # every component looks its help files up in /usr/share/rdrp, and in no
     # build directory
@@ -155,12 +161,11 @@ cycle() {
             bash -c "grep -aq '/usr/share/rdrp' '$MCADIR/mca_$so.so' && ! grep -aqE '/(ompi_pml_rdrp|btl_credit|coll_cdag)\$' <(strings '$MCADIR/mca_$so.so')"
     done
     # a topic of each component shown for real.  pml/rdrp's topics all end
-    # the process, and Open MPI 4.1.4 then often loses the forwarded message
-    # ("ORTE_ERROR_LOG: Data unpack would read past end of buffer in
-    # show_help.c"), so pml/rdrp is covered by the file check above only.
-    help_found btl/credit "cannot use this flow-control setting" \
+    # the process, and Open MPI 4.1.4 then loses the forwarded message about
+    # half of the time, so pml/rdrp is covered by the file check above only.
+    help_found btl/credit 2 "cannot use this flow-control setting" \
         --mca pml ob1 --mca btl self,credit --mca btl_credit_mode static --mca btl_credit_slots 1
-    help_found coll/cdag "coll/cdag cannot use the value of an MCA parameter" \
+    help_found coll/cdag 1 "coll/cdag cannot use the value of an MCA parameter" \
         --mca coll_cdag_priority 100 --mca coll_cdag_progress bogus
 
     echo "== MPI tests of this release against the installed package"
