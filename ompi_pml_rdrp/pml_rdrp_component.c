@@ -28,7 +28,7 @@ mca_pml_base_component_2_0_0_t mca_pml_rdrp_component = {
     .pmlm_version = {
         MCA_PML_BASE_VERSION_2_0_0,
         .mca_component_name = "rdrp",
-        MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
+        MCA_BASE_MAKE_VERSION(component, RDRP_VERSION_MAJOR, RDRP_VERSION_MINOR, RDRP_VERSION_RELEASE),
         .mca_open_component = rdrp_open,
         .mca_close_component = rdrp_close,
         .mca_register_component_params = rdrp_register,
@@ -91,7 +91,7 @@ static int rdrp_register(void)
     reg_int("priority", "Priority of pml/rdrp (it is only ever used when selected by name: --mca pml rdrp)",
             &p->priority, OPAL_INFO_LVL_3);
     p->verbose = 0;
-    reg_int("verbose", "Verbosity of pml/rdrp (0: errors only, 10: protocol decisions, 50: every message)",
+    reg_int("verbose", "Verbosity of pml/rdrp (0: errors only, 2: settings at start-up, 10: at the first contact with each peer, the protocol, data path, first chunk, chunk size and window a message of each size gets)",
             &p->verbose, OPAL_INFO_LVL_5);
     int eager_idx = mca_base_component_var_register(
         &mca_pml_rdrp_component.pmlm_version, "eager_limit",
@@ -348,7 +348,9 @@ static int rdrp_open(void)
     opal_output_set_verbosity(p->output, p->verbose);
     /* the source tree first: a stale installed copy must not shadow the
      * topics of the build being run (a missing directory is skipped) */
+#ifdef RDRP_SRC_HELP_DIR  /* not in packaged builds (configure --disable-source-help) */
     opal_show_help_add_dir(RDRP_SRC_HELP_DIR);
+#endif
     opal_show_help_add_dir(RDRP_HELP_DIR);
 
     /* UCX must hear about memory released by the application too */

@@ -53,6 +53,7 @@ Endpoint *get_endpoint(ompi_proc_t *proc)
     if (!ep) return nullptr;
     proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML] = ep;
     g.endpoints.push_back(ep);
+    explain_peer(ep);  /* pml_rdrp_verbose >= 10: the protocol table to this peer */
     return ep;
 }
 

@@ -272,7 +272,7 @@ ucs_status_t am_fin_cb(void *arg, const void *hdr, size_t hlen, void *data, size
                        const ucp_am_recv_param_t *param);
 
 /* pml_rdrp_rma_proto.cc: the get and put rendezvous protocols */
-int  rndv_protocol_for(size_t len);
+int  rndv_protocol_for(size_t len);   /* RDRP_PROTO_* of a rendezvous message */
 void get_recv_start(Request *r, Unexpected *u);
 void put_recv_start(Request *r, Unexpected *u);
 int  poll_receives();
@@ -283,6 +283,35 @@ ucs_status_t am_pfin_cb(void *arg, const void *hdr, size_t hlen, void *data, siz
 /* shared with pml_rdrp_rndv.cc */
 void rndv_send_fin(Request *r);
 void rndv_recv_finish(Request *r);
+
+/* The send path's size rules (pml_rdrp_send.cc uses them; the protocol
+ * table of pml_rdrp_explain.cc asks them too, so it cannot drift). */
+/* eager (one active message) when it has a credit, else rendezvous */
+static inline bool eager_for(size_t len) { return len <= mca_pml_rdrp_params.eager_limit; }
+/* The rdrp protocol's data path to ep for a message of len bytes: the
+ * peer's, except that under auto a large message to an on-node peer that
+ * has no CMA (so uses am) goes by rma (see pml_rdrp_auto_rma_min). */
+static inline int data_path_for(const Endpoint *ep, size_t len)
+{
+    const mca_pml_rdrp_params_t &p = mca_pml_rdrp_params;
+    if (p.data_path == RDRP_PATH_AUTO && !ep->remote && ep->path == RDRP_PATH_AM && p.auto_rma_min > 0 &&
+        len >= p.auto_rma_min)
+        return RDRP_PATH_RMA;
+    return ep->path;
+}
+/* payload bytes an rdrp-protocol RTS to ep carries (credit permitting):
+ * none for an eager-size message (it only goes by RTS when it waited for
+ * a credit in vain) or on the cma path (the receiver reads it all) */
+static inline size_t rts_first_chunk_for(const Endpoint *ep, size_t len)
+{
+    if (eager_for(len) || data_path_for(ep, len) == RDRP_PATH_CMA) return 0;
+    return len < mca_pml_rdrp_params.rndv_first_chunk ? len : mca_pml_rdrp_params.rndv_first_chunk;
+}
+
+/* pml_rdrp_explain.cc: at pml_rdrp_verbose >= RDRP_EXPLAIN_LEVEL, print
+ * once per peer (at first contact) the protocol table over message sizes */
+#define RDRP_EXPLAIN_LEVEL 10
+void explain_peer(const Endpoint *ep);
 
 /* pml_rdrp_credit.cc */
 ucs_status_t am_credit_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,

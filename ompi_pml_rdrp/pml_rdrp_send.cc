@@ -86,16 +86,7 @@ int send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy)
     return rc;
 }
 
-/* The rdrp protocol's data path for this message: the peer's, except that
- * under auto large on-node messages go by rma (see pml_rdrp_auto_rma_min). */
-static inline int data_path_for(const Request *r)
-{
-    const mca_pml_rdrp_params_t &p = mca_pml_rdrp_params;
-    if (p.data_path == RDRP_PATH_AUTO && !r->ep->remote && r->ep->path == RDRP_PATH_AM &&
-        p.auto_rma_min > 0 && r->packed >= p.auto_rma_min)
-        return RDRP_PATH_RMA;
-    return r->ep->path;
-}
+static inline int data_path_for(const Request *r) { return data_path_for(r->ep, r->packed); }
 
 /* Register the send buffer and describe it in the RTS (rma data path and
  * the get protocol); returns the header length. */
@@ -127,9 +118,8 @@ int send_rts(Request *r, uint32_t seq)
     h->sreq = r->id;
     h->total_len = r->packed;
     /* a small message here waited for a credit in vain: its RTS (which
-     * needs none) carries no data, and the receiver's CTS fetches it in
-     * one eager chunk */
-    bool small = r->packed <= mca_pml_rdrp_params.eager_limit;
+     * needs none) carries no data; the receiver fetches it */
+    bool small = eager_for(r->packed);
     r->proto = small ? RDRP_PROTO_RDRP : static_cast<uint8_t>(rndv_protocol_for(r->packed));
     h->proto = r->proto;
     h->src_vpid = credit_self();
@@ -149,10 +139,9 @@ int send_rts(Request *r, uint32_t seq)
         ++stats.rndv_put;
         break;
     default:
-        r->first_len = std::min(r->packed, mca_pml_rdrp_params.rndv_first_chunk);
-        /* a CMA receiver reads the whole message in one copy: a first
-         * chunk would only be copied twice more (into and out of the ring) */
-        if (small || data_path_for(r) == RDRP_PATH_CMA) r->first_len = 0;
+        /* (a CMA receiver reads the whole message in one copy: a first
+         * chunk would only be copied twice more, into and out of the ring) */
+        r->first_len = rts_first_chunk_for(r->ep, r->packed);
         if (r->first_len > 0 && credit_enabled()) {
             /* the first chunk may wait at the receiver: it needs a credit */
             uint32_t piggy;
@@ -230,7 +219,7 @@ int send_admitted(Request *r)
     CommState *cs = reinterpret_cast<CommState *>(r->comm->c_pml_comm);
     r->seq = rdrp_match_next_send_seq(cs->mq, r->peer);
     if (OPAL_UNLIKELY(!r->ep->waiting.empty())) return pacing_enqueue(r);
-    bool eager = r->packed <= mca_pml_rdrp_params.eager_limit;
+    bool eager = eager_for(r->packed);
     bool gated = false;
     uint32_t piggy = 0;
     if (eager && credit_enabled()) {
@@ -443,7 +432,7 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
         size_t dsize;
         ompi_datatype_type_size(dt, &dsize);
         size_t len = dsize * count;
-        if (len > mca_pml_rdrp_params.eager_limit ||
+        if (!eager_for(len) ||
             (len && !ompi_datatype_is_contiguous_memory_layout(dt, count)))
             return false;
         const char *data = static_cast<const char *>(buf);
