@@ -4,6 +4,9 @@
  */
 #include "ompi_config.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "pml_rdrp.h"
 #include "ucx_glue/rdrp_ucx.h"
 
@@ -388,10 +391,23 @@ int mca_pml_rdrp_modex_recv(ompi_proc_t *proc, void **addr, size_t *len)
     return rc;
 }
 
+/* Rendered here and written to our own stderr, which mpirun forwards
+ * reliably: Open MPI 4.1.4 loses a forwarded show_help message about half
+ * the time when the process ends soon after it ("Data unpack would read
+ * past end of buffer" in show_help.c), and our messages are errors that
+ * usually end the job: they must never be silent. */
 void mca_pml_rdrp_show_help(const char *topic, const char *arg1, const char *arg2)
 {
-    opal_show_help("help-pml-rdrp.txt", topic, true, ompi_process_info.nodename,
-                   arg1 ? arg1 : "", arg2 ? arg2 : "");
+    char *msg = opal_show_help_string("help-pml-rdrp.txt", topic, true, ompi_process_info.nodename,
+                                      arg1 ? arg1 : "", arg2 ? arg2 : "");
+    if (msg) {
+        fprintf(stderr, "%s", msg);
+        free(msg);
+    } else {
+        fprintf(stderr, "pml/rdrp on %s: %s: %s %s\n", ompi_process_info.nodename, topic, arg1 ? arg1 : "",
+                arg2 ? arg2 : "");
+    }
+    fflush(stderr);
 }
 
 void mca_pml_rdrp_fatal(const char *topic, const char *arg1, const char *arg2)
