@@ -26,7 +26,8 @@ enum { RDRP_RNDV_AUTO = 0, RDRP_RNDV_RDRP = 1, RDRP_RNDV_GET = 2, RDRP_RNDV_PUT 
 typedef struct mca_pml_rdrp_params {
     int    priority;
     int    verbose;
-    size_t eager_limit;        /* payload bytes sent in one active message */
+    size_t eager_limit;        /* payload bytes sent in one active message (UCX peers) */
+    size_t shm_eager_limit;    /* ... in one ring message (peers on the node) */
     size_t rndv_first_chunk;   /* payload bytes carried by the RTS */
     size_t chunk_size;         /* rendezvous pull unit */
     int    max_outstanding;    /* chunks in flight per receive */

@@ -49,7 +49,8 @@ static unsigned long long chunk_size = 512 * 1024;
 static unsigned long long get_limit = 0;
 static unsigned long long auto_rma_min = 2 * 1024 * 1024;
 static unsigned long long send_buffer = 1024 * 1024;
-static unsigned long long shm_ring_size = 256 * 1024;
+static unsigned long long shm_ring_size = 1024 * 1024;
+static unsigned long long shm_eager_limit = 128 * 1024;
 
 static const mca_base_var_enum_value_t rndv_protocol_values[] = {
     {RDRP_RNDV_AUTO, "auto"}, {RDRP_RNDV_RDRP, "rdrp"}, {RDRP_RNDV_GET, "get"},
@@ -149,6 +150,9 @@ static int rdrp_register(void)
             &p->shm, OPAL_INFO_LVL_4);
     reg_size("shm_ring_size", "Bytes of the ring each local peer writes into (rounded up to a power of two, "
              "at least four of the largest messages)", &shm_ring_size);
+    reg_size("shm_eager_limit", "Largest message (bytes of packed payload) sent eagerly, in one ring message, to a "
+             "peer on this node; larger ones use rendezvous (for peers reached through UCX: pml_rdrp_eager_limit)",
+             &shm_eager_limit);
     p->progress_iterations = 100;
     reg_int("progress_iterations", "Rounds of pml/rdrp's own progress (in blocking calls and unsuccessful iprobes) between two calls of the full opal_progress",
             &p->progress_iterations, OPAL_INFO_LVL_6);
@@ -336,6 +340,7 @@ static int rdrp_open(void)
     p->auto_rma_min = (size_t)auto_rma_min;
     p->send_buffer = (size_t)send_buffer;
     p->shm_ring_size = (size_t)shm_ring_size;
+    p->shm_eager_limit = (size_t)shm_eager_limit;
     if (p->credit_wait_us < 0) p->credit_wait_us = 0;
     p->throttle_bytes_per_token = (uint64_t)throttle_bpt;
     if (p->put_poll_value > 255) p->put_poll_value = 255;

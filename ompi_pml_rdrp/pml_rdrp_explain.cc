@@ -47,7 +47,7 @@ struct Choice {
 Choice choice_for(const Endpoint *ep, size_t len)
 {
     Choice c;
-    if (eager_for(len)) {
+    if (eager_for(ep, len)) {
         c.eager = true;
         return c;
     }
@@ -101,6 +101,7 @@ void explain_peer(const Endpoint *ep)
     };
     for (size_t v = 1; v <= top; v <<= 1) around(v);
     around(p.eager_limit);
+    around(p.shm_eager_limit);
     around(p.rndv_first_chunk);
     around(p.get_limit);
     around(p.auto_rma_min);

@@ -287,6 +287,7 @@ extern "C" mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_p
         }
         transport_set_handler(h.id, h.cb);
     }
+    transport_configure();
     if (!credit_init(ompi_process_info.num_procs, OMPI_PROC_MY_NAME->vpid)) return nullptr;
     if (!throttle_init()) return nullptr;
     void *addr, *blob = nullptr;

@@ -28,7 +28,7 @@ inline uint32_t vpid_of(const Endpoint *ep) { return ep->proc->super.proc_name.v
 bool may_copy(const Request *r)
 {
     return !r->internal && r->mode != MCA_PML_BASE_SEND_SYNCHRONOUS &&
-           r->packed <= mca_pml_rdrp_params.eager_limit &&
+           eager_for(r->ep, r->packed) &&
            pacing_buffered + r->packed + sizeof(Request) <= mca_pml_rdrp_params.send_buffer;
 }
 
@@ -76,7 +76,7 @@ bool try_leave(Request *r, double now)
 {
     const mca_pml_rdrp_params_t &p = mca_pml_rdrp_params;
     int rc;
-    if (r->packed <= p.eager_limit) {
+    if (eager_for(r->ep, r->packed)) {
         uint32_t piggy;
         if (credit_take(vpid_of(r->ep), &piggy, false)) {
             rc = send_eager(r, r->seq, true, piggy);

@@ -287,7 +287,11 @@ void rndv_recv_finish(Request *r);
 /* The send path's size rules (pml_rdrp_send.cc uses them; the protocol
  * table of pml_rdrp_explain.cc asks them too, so it cannot drift). */
 /* eager (one active message) when it has a credit, else rendezvous */
-static inline bool eager_for(size_t len) { return len <= mca_pml_rdrp_params.eager_limit; }
+static inline size_t eager_limit_of(const Endpoint *ep)
+{
+    return ep->shm ? mca_pml_rdrp_params.shm_eager_limit : mca_pml_rdrp_params.eager_limit;
+}
+static inline bool eager_for(const Endpoint *ep, size_t len) { return len <= eager_limit_of(ep); }
 /* The rdrp protocol's data path to ep for a message of len bytes: the
  * peer's, except that under auto a large message to an on-node peer that
  * has no CMA (so uses am) goes by rma (see pml_rdrp_auto_rma_min). */
@@ -304,7 +308,7 @@ static inline int data_path_for(const Endpoint *ep, size_t len)
  * a credit in vain) or on the cma path (the receiver reads it all) */
 static inline size_t rts_first_chunk_for(const Endpoint *ep, size_t len)
 {
-    if (eager_for(len) || data_path_for(ep, len) == RDRP_PATH_CMA) return 0;
+    if (eager_for(ep, len) || data_path_for(ep, len) == RDRP_PATH_CMA) return 0;
     return len < mca_pml_rdrp_params.rndv_first_chunk ? len : mca_pml_rdrp_params.rndv_first_chunk;
 }
 

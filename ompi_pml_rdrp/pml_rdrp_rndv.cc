@@ -230,7 +230,7 @@ static void stream_chunks(Request *r)
         c->h.chunk.offset = r->next_off;
         /* a chunk the size of an eager message is copied on arrival (and
          * fits a ring): UCX's own rendezvous handshake would cost more */
-        uint32_t flags = len <= mca_pml_rdrp_params.eager_limit ? UCP_AM_SEND_FLAG_EAGER : UCP_AM_SEND_FLAG_RNDV;
+        uint32_t flags = eager_for(r->ep, len) ? UCP_AM_SEND_FLAG_EAGER : UCP_AM_SEND_FLAG_RNDV;
         int st = am_send(r->ep, RDRP_AM_CHUNK, &c->h.chunk, sizeof(rdrp_chunk_hdr_t), r->data + r->next_off,
                          len, flags, chunk_sent_cb, c);
         r->next_off += len;

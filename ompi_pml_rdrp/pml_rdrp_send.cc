@@ -119,7 +119,7 @@ int send_rts(Request *r, uint32_t seq)
     h->total_len = r->packed;
     /* a small message here waited for a credit in vain: its RTS (which
      * needs none) carries no data; the receiver fetches it */
-    bool small = eager_for(r->packed);
+    bool small = eager_for(r->ep, r->packed);
     r->proto = small ? RDRP_PROTO_RDRP : static_cast<uint8_t>(rndv_protocol_for(r->packed));
     h->proto = r->proto;
     h->src_vpid = credit_self();
@@ -219,7 +219,7 @@ int send_admitted(Request *r)
     CommState *cs = reinterpret_cast<CommState *>(r->comm->c_pml_comm);
     r->seq = rdrp_match_next_send_seq(cs->mq, r->peer);
     if (OPAL_UNLIKELY(!r->ep->waiting.empty())) return pacing_enqueue(r);
-    bool eager = eager_for(r->packed);
+    bool eager = eager_for(r->ep, r->packed);
     bool gated = false;
     uint32_t piggy = 0;
     if (eager && credit_enabled()) {
@@ -432,7 +432,8 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
         size_t dsize;
         ompi_datatype_type_size(dt, &dsize);
         size_t len = dsize * count;
-        if (!eager_for(len) ||
+        Endpoint *ep = comm_endpoint(comm, dst);
+        if (!eager_for(ep, len) ||
             (len && !ompi_datatype_is_contiguous_memory_layout(dt, count)))
             return false;
         const char *data = static_cast<const char *>(buf);
@@ -441,7 +442,6 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
             ompi_datatype_get_true_extent(dt, &true_lb, &true_extent);
             data += true_lb;
         }
-        Endpoint *ep = comm_endpoint(comm, dst);
         if (!ep->waiting.empty()) return false;  /* queue behind the sends waiting for credit */
         /* a ring peer: the message must go out now, since the header is
          * on this stack frame (otherwise the request path takes it) */

@@ -101,6 +101,33 @@ void fatal_connect(ompi_proc_t *proc, const std::string &why)
 
 void transport_set_handler(unsigned id, ucp_am_recv_callback_t cb) { handlers[id] = cb; }
 
+/* Every message to a local peer must fit a ring entry, and a ring must
+ * hold several of the largest (eager up to shm_eager_limit): the rings of
+ * one process stay within kSegmentBudget, so with many processes on a node
+ * the rings (and with them the ring eager limit) shrink.  Every process of
+ * the node computes the same sizes.  Before credit_init, which sizes the
+ * mailbox slots after the eager limits. */
+void transport_configure()
+{
+    mca_pml_rdrp_params_t &p = mca_pml_rdrp_params;
+    if (!p.shm) return;
+    constexpr size_t kSegmentBudget = 64u << 20;
+    constexpr size_t kHeaders = 64 + sizeof(rdrp_rts_hdr_t) + RDRP_MAX_RKEY;
+    L.nlocal = static_cast<uint32_t>(opal_process_info.num_local_peers) + 1;
+    L.local_rank = static_cast<uint32_t>(opal_process_info.my_local_rank);
+    size_t floor_msg = std::max(p.eager_limit, p.rndv_first_chunk) + kHeaders;  /* what must always fit */
+    size_t ring = pow2_at_least(std::max(p.shm_ring_size, 4 * (std::max(floor_msg, p.shm_eager_limit + kHeaders))));
+    while (ring > 4 * floor_msg && ring / 2 >= 4 * floor_msg && L.nlocal * shm::ring_bytes(ring) > kSegmentBudget)
+        ring /= 2;
+    L.ring_size = ring;
+    if (p.shm_eager_limit + kHeaders > ring / 4) {
+        size_t lim = ring / 4 > kHeaders ? ring / 4 - kHeaders : 0;
+        RDRP_VERBOSE(1, "%u processes on this node: ring eager limit %zu instead of %zu", L.nlocal, lim,
+                     p.shm_eager_limit);
+        p.shm_eager_limit = lim;
+    }
+}
+
 bool transport_init(const void *ucx_addr, size_t ucx_addr_len, void **blob, size_t *blob_len)
 {
     const mca_pml_rdrp_params_t &p = mca_pml_rdrp_params;
@@ -113,11 +140,6 @@ bool transport_init(const void *ucx_addr, size_t ucx_addr_len, void **blob, size
     ring_param.recv_attr = 0;
     ring_param.reply_ep = nullptr;
     if (p.shm) {
-        /* every pml message to a local peer must fit a ring entry */
-        size_t biggest = std::max(p.eager_limit, p.rndv_first_chunk) + sizeof(rdrp_rts_hdr_t) + RDRP_MAX_RKEY;
-        L.ring_size = pow2_at_least(std::max(p.shm_ring_size, 4 * (biggest + 64)));
-        L.nlocal = static_cast<uint32_t>(opal_process_info.num_local_peers) + 1;
-        L.local_rank = static_cast<uint32_t>(opal_process_info.my_local_rank);
         size_t len = sizeof(SegmentHeader) + L.nlocal * shm::ring_bytes(L.ring_size);
         std::string err;
         if (L.local_rank >= L.nlocal || !shm::segment_create(len, &L.seg, &err)) {

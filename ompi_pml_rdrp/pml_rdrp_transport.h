@@ -102,6 +102,9 @@ inline bool am_can_send_now(Endpoint *ep, size_t len)
  * functions UCX calls for its active messages). */
 void transport_set_handler(unsigned id, ucp_am_recv_callback_t cb);
 
+/* Ring and eager sizes for this node (first, before the credit engine). */
+void transport_configure();
+
 /* Process set-up, after the UCX worker exists: the shared segment and its
  * rings.  Fills the modex blob (this process's shm identity + the worker
  * address).  false after a show_help. */

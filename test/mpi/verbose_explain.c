@@ -92,7 +92,7 @@ int main(int argc, char **argv)
     const char *names[] = {"pml_rdrp_eager_sent", "pml_rdrp_rndv_am", "pml_rdrp_rndv_rma", "pml_rdrp_rndv_get",
                            "pml_rdrp_rndv_put", "pml_rdrp_rndv_cma"};
     pvar_t *pv[] = {&eager, &am, &rma, &get, &put, &cma};
-    long long eager_limit = 0, first_chunk = 0, rma_min = 0, get_limit = 0;
+    long long eager_limit = 0, first_chunk = 0, rma_min = 0, get_limit = 0, shm_eager = 0;
 
     snprintf(path, sizeof path, "/tmp/verbose_explain.%d.err", (int)getpid());
     saved = dup(2);
@@ -108,18 +108,19 @@ int main(int argc, char **argv)
     for (i = 0; i < 6; i++) pvar_open(pv[i], names[i]);
     pvar_open(&plans, "coll_cdag_schedules_compiled");
     cvar_int("pml_rdrp_eager_limit", &eager_limit);
+    cvar_int("pml_rdrp_shm_eager_limit", &shm_eager);
     cvar_int("pml_rdrp_rndv_first_chunk", &first_chunk);
     cvar_int("pml_rdrp_auto_rma_min", &rma_min);
     cvar_int("pml_rdrp_get_limit", &get_limit);
 
     /* ---------------------------------------------------------- pml/rdrp */
     const int is_rdrp = mt_pml_is("rdrp");
-    unsigned long long sizes[32];
+    unsigned long long sizes[40];
     int ns = 0;
     const unsigned long long fixed[] = {0, 1, 100, 65536, 65537, 1048576, 4194307};
     for (i = 0; i < (int)(sizeof fixed / sizeof fixed[0]); i++) sizes[ns++] = fixed[i];
-    const long long around[] = {eager_limit, first_chunk, rma_min, get_limit};
-    for (i = 0; i < 4; i++) {
+    const long long around[] = {eager_limit, first_chunk, rma_min, get_limit, shm_eager};
+    for (i = 0; i < 5; i++) {
         if (around[i] <= 0 || around[i] > 16 * 1048576) continue;
         sizes[ns++] = (unsigned long long)around[i];
         sizes[ns++] = (unsigned long long)around[i] + 1;
