@@ -2,6 +2,7 @@
 #include "rdrp_ucx.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -63,6 +64,15 @@ int rdrp_ucx_context_acquire(const rdrp_ucx_context_params_t *params)
         ++g_ctx_refs;
         return 0;
     }
+    /* UCX's shared-memory transports start with 512 receive buffers of
+     * 8 KiB each per worker (4 MiB resident, measured), where a few dozen
+     * serve our traffic: pml/rdrp talks to peers on its node through rings
+     * of its own.  Grow them in small steps instead, unless the user chose
+     * otherwise.  (ucp_config_modify rejects these transport variables in
+     * UCX 1.13, so they go through the environment, which UCX reads when
+     * it opens each transport.) */
+    setenv("UCX_SYSV_RX_BUFS_GROW", "32", 0);
+    setenv("UCX_POSIX_RX_BUFS_GROW", "32", 0);
     ucp_config_t *config;
     ucs_status_t st = ucp_config_read("MPI", nullptr, &config);
     if (st != UCS_OK) {
