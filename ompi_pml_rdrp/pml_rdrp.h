@@ -30,6 +30,7 @@ typedef struct mca_pml_rdrp_params {
     size_t shm_eager_limit;    /* ... in one ring message (peers on the node) */
     size_t rndv_first_chunk;   /* payload bytes carried by the RTS */
     size_t chunk_size;         /* rendezvous pull unit */
+    size_t cma_chunk_size;     /* ... on the cma path: bytes of one kernel copy */
     int    max_outstanding;    /* chunks in flight per receive */
     int    rndv_protocol;      /* RDRP_RNDV_* */
     size_t get_limit;          /* auto: largest rendezvous message sent by the get protocol */

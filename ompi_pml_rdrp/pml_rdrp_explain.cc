@@ -106,6 +106,7 @@ void explain_peer(const Endpoint *ep)
     around(p.get_limit);
     around(p.auto_rma_min);
     around(p.chunk_size);
+    around(p.cma_chunk_size);
     std::vector<size_t> sizes(probe.begin(), probe.end());
 
     struct Row { size_t lo, hi; Choice c; };
@@ -143,7 +144,7 @@ void explain_peer(const Endpoint *ep)
         snprintf(chunk, sizeof(chunk), "%s", "-");
         snprintf(window, sizeof(window), "%s", "-");
         if (pulled) {
-            snprintf(chunk, sizeof(chunk), "%zu", p.chunk_size);
+            snprintf(chunk, sizeof(chunk), "%zu", r.c.path == RDRP_PATH_CMA ? p.cma_chunk_size : p.chunk_size);
             snprintf(window, sizeof(window), "%d", p.max_outstanding);
         } else if (!r.c.eager && r.c.proto != RDRP_PROTO_RDRP) {
             snprintf(chunk, sizeof(chunk), "%s", "whole");

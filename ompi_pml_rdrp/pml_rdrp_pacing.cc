@@ -17,6 +17,7 @@ namespace rdrp {
 
 size_t pacing_waiting_eps = 0;
 size_t pacing_buffered = 0;
+thread_local bool pacing_blocking_send = false;
 
 namespace {
 
@@ -24,10 +25,10 @@ std::vector<Endpoint *> waiting;  /* endpoints with a non-empty queue */
 
 inline uint32_t vpid_of(const Endpoint *ep) { return ep->proc->super.proc_name.vpid; }
 
-/* A user's standard send of eager size may complete from a copy. */
+/* A user's blocking standard send of eager size may complete from a copy. */
 bool may_copy(const Request *r)
 {
-    return !r->internal && r->mode != MCA_PML_BASE_SEND_SYNCHRONOUS &&
+    return pacing_blocking_send && !r->internal && r->mode != MCA_PML_BASE_SEND_SYNCHRONOUS &&
            eager_for(r->ep, r->packed) &&
            pacing_buffered + r->packed + sizeof(Request) <= mca_pml_rdrp_params.send_buffer;
 }

@@ -11,13 +11,15 @@
  *    pml_rdrp_credit_wait_us: so a receiver that waits for a message stuck
  *    behind a full mailbox of unmatched ones always gets its envelope, and
  *    no legal program can deadlock on credits.
- * While a standard send waits, its data is copied and the user's request
- * completes at once (as an eager send would), but only within
+ * While a blocking standard send (MPI_Send) waits, its data is copied and
+ * the call returns at once (as an eager send would), but only within
  * pml_rdrp_send_buffer bytes of such copies per process; beyond that the
- * user's request waits in the queue itself and completes when its message
- * has left (or, by rendezvous, been received): a producer that outruns its
- * consumer is slowed down to the consumer's pace and its memory stays
- * bounded.
+ * call waits until its message has left (or, by rendezvous, been
+ * received).  A nonblocking send is never copied: its request simply stays
+ * incomplete until the message leaves, which MPI allows and which costs no
+ * memory, where a copy would only let the caller run further ahead of its
+ * consumer.  So a producer that outruns its consumer is slowed down to the
+ * consumer's pace and its memory stays bounded.
  *
  * Every stalled send also progresses the worker once, so credits and
  * rendezvous handshakes a producer owes are served even by a producer that
@@ -45,6 +47,9 @@ int pacing_progress();
 extern size_t pacing_waiting_eps;
 /* Bytes held in early-completed copies (MPI_T high-water mark). */
 extern size_t pacing_buffered;
+/* Set by MPI_Send around its isend: only a blocking send may complete
+ * from a copy (see above). */
+extern thread_local bool pacing_blocking_send;
 /* Drop the queues (finalize). */
 void pacing_fini();
 

@@ -167,6 +167,7 @@ void rndv_recv_start(Request *r, Unexpected *u)
         int pid = r->ep->pid;
         unex_release(u);
         char *dst = recv_dst(r);
+        r->chunk = mca_pml_rdrp_params.cma_chunk_size;
         while (r->received < r->want) {
             size_t len = std::min(r->chunk, r->want - r->received);
             note_inflight(1, len);

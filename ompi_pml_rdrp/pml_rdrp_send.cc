@@ -514,7 +514,9 @@ extern "C" int mca_pml_rdrp_send(const void *buf, size_t count, ompi_datatype_t 
         send_eager_inline(buf, count, dt, dst, tag, comm, &rc, false))
         return rc;
     ompi_request_t *req;
+    pacing_blocking_send = true;
     rc = mca_pml_rdrp_isend(buf, count, dt, dst, tag, mode, comm, &req);
+    pacing_blocking_send = false;
     if (rc != OMPI_SUCCESS) return rc;
     wait_request(req);
     rc = req->req_status.MPI_ERROR;

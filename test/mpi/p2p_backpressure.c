@@ -6,6 +6,10 @@
  *    waited for, against windows of MPI_Irecv; every byte checked;
  *  - slow consumer: the consumer sleeps between windows; the producer's
  *    resident memory must stay flat while it keeps producing;
+ *  - nonblocking floods hold no copies (an MPI_Isend without credit waits
+ *    incomplete rather than running its producer further ahead); blocking
+ *    MPI_Send floods against a sleeping consumer may complete from copies,
+ *    within the budget;
  *  - a receiver that waits for a message stuck behind a mailbox full of
  *    unmatched ones (the producer sends more than the mailbox holds, then
  *    the message the consumer asks for first): must not deadlock;
@@ -94,6 +98,35 @@ int main(int argc, char **argv)
     if (mt_rank == 0) {
         if (mt_verbose) printf("[rank 0] producer heap growth over 100 windows: %ld KiB\n", growth);
         CHECK(growth < 4096, "the producer's memory grew by %ld KiB while its consumer slept", growth);
+    }
+
+    if (rdrp && credit_on) {
+        unsigned long sh = pvar_read(&send_hwm);
+        CHECK(sh == 0, "MPI_Isend floods were copied (%lu bytes): a nonblocking send should wait, not copy", sh);
+    }
+
+    mt_section("blocking sends against a sleeping consumer");
+    {
+        const int n = 40 * W, size = 1024;
+        char *b = mt_malloc((size_t)W * size);
+        if (mt_rank == 0) {
+            for (int i = 0; i < n; i++) {
+                mt_fill(b, size, 0, 30, i);
+                CHECK_MPI(MPI_Send(b, size, MPI_BYTE, 1, 30, MPI_COMM_WORLD));
+            }
+        } else if (mt_rank == 1) {
+            MPI_Request rq[W];
+            for (int k = 0; k < n / W; k++) {
+                mt_sleep_ms(1);
+                for (int i = 0; i < W; i++)
+                    CHECK_MPI(MPI_Irecv(b + (size_t)i * size, size, MPI_BYTE, 0, 30, MPI_COMM_WORLD, &rq[i]));
+                CHECK_MPI(MPI_Waitall(W, rq, MPI_STATUSES_IGNORE));
+                for (int i = 0; i < W; i++)
+                    CHECK_BUF(b + (size_t)i * size, (size_t)size, 0, 30, k * W + i, "blocking flood message %d", k * W + i);
+            }
+        }
+        free(b);
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     }
 
     mt_section("receiver waits for a message behind a full mailbox");
