@@ -232,8 +232,16 @@ Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
         }
     }
     const mca_pml_rdrp_params_t &p = mca_pml_rdrp_params;
-    if (ep->remote) ep->path = p.data_path_remote;
-    else if (p.data_path != RDRP_PATH_AUTO) ep->path = p.data_path;
+    if (ep->remote) {
+        ep->path = p.data_path_remote;
+        /* under auto, pull by GET only where UCX has a get protocol to this
+         * peer: over TCP (UCX 1.13) GET is emulated by active messages that
+         * the sender's progress must serve (measured across two namespace
+         * nodes: 906 MB/s at 1 MiB against 3114 MB/s by the am path) */
+        if (p.data_path == RDRP_PATH_AUTO && p.data_path_remote == RDRP_PATH_RMA &&
+            rdrp_ucx_ep_native_get(ucx_ep(ep)) != 1)
+            ep->path = RDRP_PATH_AM;
+    } else if (p.data_path != RDRP_PATH_AUTO) ep->path = p.data_path;
     else ep->path = ep->shm && ep->cma ? RDRP_PATH_CMA : RDRP_PATH_AM;
     if (ep->path == RDRP_PATH_CMA && !ep->cma) ep->path = RDRP_PATH_AM;
     if (!ep->shm) ucx_ep(ep);  /* every message goes through UCX */

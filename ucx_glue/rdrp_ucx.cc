@@ -232,6 +232,25 @@ ucp_ep_h rdrp_ucx_connect(rdrp_ucx_worker_t *w, const void *addr, size_t len, in
     return h;
 }
 
+int rdrp_ucx_ep_native_get(ucp_ep_h ep)
+{
+    if (!ep) return -1;
+    char *text = nullptr;
+    size_t text_len = 0;
+    FILE *f = open_memstream(&text, &text_len);
+    if (!f) return -1;
+    ucp_ep_print_info(ep, f);
+    std::fclose(f);
+    int native = -1;
+    if (text) {
+        /* "#                  get[0]: 0..<bcopy>..(inf)" for each rma lane */
+        native = std::strstr(text, " get[") != nullptr ? 1 : 0;
+        if (native == 0 && std::strstr(text, "lane[") == nullptr) native = -1;  /* nothing printed */
+    }
+    std::free(text);
+    return native;
+}
+
 void rdrp_ucx_ep_forget(rdrp_ucx_worker_t *w, ucp_ep_h ep)
 {
     std::lock_guard<std::recursive_mutex> g(w->lock);
