@@ -32,7 +32,7 @@ mca_btl_base_component_3_0_0_t mca_btl_credit_component = {
     .btl_version = {
         MCA_BTL_BASE_VERSION_3_1_0,
         .mca_component_name = "credit",
-        MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
+        MCA_BASE_MAKE_VERSION(component, RDRP_VERSION_MAJOR, RDRP_VERSION_MINOR, RDRP_VERSION_RELEASE),
         .mca_open_component = credit_open,
         .mca_close_component = credit_close,
         .mca_register_component_params = credit_register,

@@ -135,6 +135,11 @@ enum class Status : uint8_t { Ok, BadArgs, Unsupported };
  * shared counts[], commutativity), so all ranks choose the same. */
 AlgoChoice select(const CollSpec &spec);
 
+/* The variant generate() builds for (spec, choice): choice itself, or
+ * select()'s answer when choice.algo is Auto.  generate() calls it, and so
+ * does coll/cdag's verbose output: one rule, never a copy. */
+AlgoChoice effective_choice(const CollSpec &spec, const AlgoChoice &choice);
+
 /* Build spec.rank's schedule into *out (replacing it).  Algo::Auto means
  * select(spec). */
 Status generate(const CollSpec &spec, const AlgoChoice &choice, Schedule *out);

@@ -35,14 +35,27 @@ bool args_ok(const CollSpec &c) {
 
 }  // namespace
 
+namespace {
+
+/* MPI_IN_PLACE means something only at the root of rooted collectives. */
+CollSpec normalized(const CollSpec &spec) {
+    CollSpec c = spec;
+    if (rooted(c.coll) && c.rank != c.root) c.in_place = false;
+    if (c.coll == Coll::Bcast) c.in_place = false;
+    return c;
+}
+
+}  // namespace
+
+AlgoChoice effective_choice(const CollSpec &spec, const AlgoChoice &choice) {
+    return choice.algo == Algo::Auto ? select(normalized(spec)) : choice;
+}
+
 Status generate(const CollSpec &spec, const AlgoChoice &choice, Schedule *out) {
     *out = Schedule(spec.rank, spec.size);
     if (!args_ok(spec)) return Status::BadArgs;
-    CollSpec c = spec;
-    /* MPI_IN_PLACE means something only at the root of rooted collectives. */
-    if (rooted(c.coll) && c.rank != c.root) c.in_place = false;
-    if (c.coll == Coll::Bcast) c.in_place = false;
-    const AlgoChoice a = choice.algo == Algo::Auto ? select(c) : choice;
+    const CollSpec c = normalized(spec);
+    const AlgoChoice a = effective_choice(c, choice);
 
     Status st = Status::Unsupported;
     switch (c.coll) {

@@ -101,6 +101,9 @@ int mca_coll_cdag_takes(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, co
 
 #define CDAG_VERBOSE(lvl, ...) \
     opal_output_verbose(lvl, mca_coll_cdag_params.output, "coll:cdag: " __VA_ARGS__)
+/* coll_cdag_verbose level of the "plan:" lines: the schedule (algorithm,
+ * radix, segment, window) of every compiled plan, once per plan */
+#define CDAG_EXPLAIN_LEVEL 10
 
 OMPI_MODULE_DECLSPEC extern mca_coll_base_component_2_0_0_t mca_coll_cdag_component;
 

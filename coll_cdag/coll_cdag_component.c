@@ -34,7 +34,7 @@ mca_coll_base_component_2_0_0_t mca_coll_cdag_component = {
     .collm_version = {
         MCA_COLL_BASE_VERSION_2_0_0,
         .mca_component_name = "cdag",
-        MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
+        MCA_BASE_MAKE_VERSION(component, RDRP_VERSION_MAJOR, RDRP_VERSION_MINOR, RDRP_VERSION_RELEASE),
         .mca_open_component = cdag_open,
         .mca_close_component = cdag_close,
         .mca_register_component_params = cdag_register,
@@ -94,7 +94,7 @@ static int cdag_register(void)
         "e.g. --mca coll_cdag_priority 100",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, &p->priority);
     p->verbose = 0;
-    (void)mca_base_component_var_register(c, "verbose", "Verbosity of coll/cdag (0: errors only)",
+    (void)mca_base_component_var_register(c, "verbose", "Verbosity of coll/cdag (0: errors only, 2: settings at start-up, 10: communicators it takes and the schedule of every compiled plan (once per plan): algorithm, radix, segment, window)",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &p->verbose);
     progress_value = "inline";
     (void)mca_base_component_var_register(c, "progress",
@@ -262,7 +262,9 @@ static int cdag_open(void)
     mca_coll_cdag_params_t *p = &mca_coll_cdag_params;
     p->output = opal_output_open(NULL);
     opal_output_set_verbosity(p->output, p->verbose);
+#ifdef COLL_CDAG_SRC_HELP_DIR  /* not in packaged builds (configure --disable-source-help) */
     opal_show_help_add_dir(COLL_CDAG_SRC_HELP_DIR);
+#endif
     opal_show_help_add_dir(RDRP_HELP_DIR);
     register_pvars();
     if (p->priority < 0) return OMPI_SUCCESS;  /* not asked for: no worker, nothing published */

@@ -112,6 +112,10 @@ typedef struct cdag_glue_op cdag_glue_op_t;
 cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t *spec,
                                     uint32_t sched, cdag_glue_reduce_fn_t fn, void *fn_ctx,
                                     int *err);
+/* When this op compiled a new plan (not one from the cache): 1, and its
+ * schedule in words into buf ("Allreduce 4096 elements x 4 B, commutative:
+ * Ring, radix 2, segment 65536 B, window all; 23 vertices"); else 0. */
+int  cdag_glue_op_explain(const cdag_glue_op_t *op, char *buf, size_t len);
 int  cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf);
 /* 1 done, 0 running, < 0 failed */
 int  cdag_glue_op_test(cdag_glue_op_t *op);

@@ -6,6 +6,7 @@
 #include "coll_cdag_service.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <new>
 
 cdag_glue_stats_t cdag_glue_stats;
@@ -232,6 +233,7 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
     bool vvar = s->coll >= CDAG_GATHERV || s->coll == CDAG_REDUCE_SCATTER;
     PlanKey key{s->coll, s->root, s->count, spec.elem_size, s->commutative, s->in_place};
     std::shared_ptr<const cdag::Plan> plan;
+    bool compiled = false;
     {
         Lock l;
         if (!vvar) {
@@ -261,6 +263,7 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
             return nullptr;
         }
         plan = p;
+        compiled = true;
         Lock l;
         ++cdag_glue_stats.schedules_compiled;
         if (!vvar) {
@@ -275,6 +278,10 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
     }
     op->c = c;
     op->plan = plan;
+    op->compiled = compiled;
+    op->spec = spec;
+    op->spec.counts = op->spec.displs = op->spec.rcounts = op->spec.rdispls = nullptr;
+    op->choice = cdag::effective_choice(spec, ch);
     cdag::ReduceFn rf;
     rf.fn = fn;
     rf.ctx = fn_ctx;
@@ -285,6 +292,39 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
         return nullptr;
     }
     return op;
+}
+
+int cdag_glue_op_explain(const cdag_glue_op_t *op, char *buf, size_t len)
+{
+    if (!op || !op->compiled || len == 0) return 0;
+    const cdag::CollSpec &s = op->spec;
+    const cdag::AlgoChoice &a = op->choice;
+    char what[96];
+    switch (s.coll) {
+    case cdag::Coll::Reduce:
+    case cdag::Coll::Allreduce:
+    case cdag::Coll::ReduceScatterBlock:
+    case cdag::Coll::ReduceScatter:
+    case cdag::Coll::Scan:
+    case cdag::Coll::Exscan:
+        snprintf(what, sizeof(what), "%llu elements x %llu B, %s", (unsigned long long)s.count,
+                 (unsigned long long)s.elem_size, s.commutative ? "commutative" : "non-commutative");
+        break;
+    case cdag::Coll::Barrier: snprintf(what, sizeof(what), "-"); break;
+    default: snprintf(what, sizeof(what), "%llu B", (unsigned long long)s.count); break;
+    }
+    char tree[48] = "";
+    if (a.algo == cdag::Algo::ReduceBcast || a.algo == cdag::Algo::ReduceThenScatter)
+        snprintf(tree, sizeof(tree), " over %s", cdag::algo_name(a.tree));
+    char seg[32], win[32];
+    if (a.seg_bytes) snprintf(seg, sizeof(seg), "%llu B", (unsigned long long)a.seg_bytes);
+    else snprintf(seg, sizeof(seg), "whole");
+    if (a.window) snprintf(win, sizeof(win), "%d", a.window);
+    else snprintf(win, sizeof(win), "all");
+    snprintf(buf, len, "%s %s, root %d, %d ranks: algorithm %s%s, radix %d, segment %s, window %s; %zu vertices",
+             cdag::coll_name(s.coll), what, s.root, s.size, cdag::algo_name(a.algo), tree, a.radix, seg, win,
+             op->plan->num_vertices());
+    return 1;
 }
 
 int cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf)

@@ -605,6 +605,13 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
         OBJ_RELEASE(r);
         return OMPI_ERR_NOT_SUPPORTED;
     }
+    if (mca_coll_cdag_params.verbose >= CDAG_EXPLAIN_LEVEL) {
+        /* once per compiled plan: the schedule this call gets */
+        char what[256];
+        if (cdag_glue_op_explain(r->op, what, sizeof(what)))
+            CDAG_VERBOSE(CDAG_EXPLAIN_LEVEL, "plan: %s (cid %u) rank %d: %s", comm->c_name,
+                         comm->c_contextid, rank, what);
+    }
 
     OMPI_REQUEST_INIT(&r->nbc.super, mode == 2);
     r->nbc.super.req_type = OMPI_REQUEST_COLL;

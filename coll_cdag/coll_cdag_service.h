@@ -118,6 +118,9 @@ struct cdag_glue_op {
     bool counted = false;  // in Global::active_runs
     cdag_glue_comm *c;
     std::shared_ptr<const cdag::Plan> plan;
+    bool compiled = false;     // this op compiled its plan (not from the cache)
+    cdag::CollSpec spec;       // what it was built for (counts arrays not kept)
+    cdag::AlgoChoice choice;   // the variant its schedule was generated with
     std::unique_ptr<cdag::Executor> ex;
 };
 

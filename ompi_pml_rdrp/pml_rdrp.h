@@ -26,14 +26,18 @@ enum { RDRP_RNDV_AUTO = 0, RDRP_RNDV_RDRP = 1, RDRP_RNDV_GET = 2, RDRP_RNDV_PUT 
 typedef struct mca_pml_rdrp_params {
     int    priority;
     int    verbose;
-    size_t eager_limit;        /* payload bytes sent in one active message */
+    size_t eager_limit;        /* payload bytes sent in one active message (UCX peers) */
+    size_t shm_eager_limit;    /* ... in one ring message (peers on the node) */
     size_t rndv_first_chunk;   /* payload bytes carried by the RTS */
     size_t chunk_size;         /* rendezvous pull unit */
+    size_t cma_chunk_size;     /* ... on the cma path: bytes of one kernel copy */
     int    max_outstanding;    /* chunks in flight per receive */
     int    rndv_protocol;      /* RDRP_RNDV_* */
     size_t get_limit;          /* auto: largest rendezvous message sent by the get protocol */
     int    put_poll_value;     /* put: -1 random per message, else this fixed byte */
     int    data_path;          /* RDRP_PATH_* for every peer (auto: by locality) */
+    int    shm;                /* peers on this node through shared-memory rings and CMA */
+    size_t shm_ring_size;      /* bytes of one ring (one per local sender) */
     int    data_path_local;    /* resolved choice for on-node peers under auto */
     int    data_path_remote;   /* resolved choice for off-node peers under auto */
     size_t auto_rma_min;       /* auto, on-node: messages this large switch from am to rma */
@@ -43,6 +47,8 @@ typedef struct mca_pml_rdrp_params {
     int    credit_slots;       /* mailbox slots per receiver, 0 = scale with peers */
     int    credit_credit_slots;/* per-peer credit region (and static quota), 0 = default */
     int    credit_piggyback;   /* return credits on data packets */
+    size_t send_buffer;        /* bytes of early-completed copies of waiting sends per process */
+    double credit_wait_us;     /* a send waits this long for a credit, then goes by rendezvous */
     int    reg_cache;          /* cache registrations (needs memory hooks) */
     int    throttle;           /* token throttling of sends: 0 off, 1 rank, 2 node */
     int    throttle_rank_limit, throttle_node_tokens, throttle_token_cache, throttle_recover_polls;
@@ -58,6 +64,7 @@ typedef struct mca_pml_rdrp_counters {
     uint64_t eager_sent;       /* messages sent by the eager protocol */
     uint64_t rndv_sent;        /* messages sent by rendezvous */
     uint64_t rndv_am;          /* ... of which over the am data path */
+    uint64_t rndv_cma;         /* ... of which over the cma data path (one kernel copy on the node) */
     uint64_t rndv_rma;         /* ... of which over the rma data path */
     uint64_t unexpected;       /* arrivals that found no posted receive */
     uint64_t chunks;           /* rendezvous chunks pulled by this receiver */
@@ -67,13 +74,20 @@ typedef struct mca_pml_rdrp_counters {
     uint64_t put_fin_needed;   /* put messages whose last byte equalled the poll value */
     uint64_t max_chunks_inflight;  /* high-water mark of chunks in flight for one receive */
     uint64_t max_bytes_inflight;   /* high-water mark of chunk bytes in flight for one receive */
-    uint64_t credit_stalls;        /* eager sends that found no credit and went by rendezvous */
+    uint64_t credit_stalls;        /* eager sends that found no credit when started */
+    uint64_t credit_waits;         /* sends that joined a peer's wait queue (pml_rdrp_pacing.h) */
+    uint64_t credit_wait_timeouts; /* waiting sends that went by rendezvous after credit_wait_us */
+    uint64_t send_buffered;        /* waiting sends whose user request completed from a copy */
+    uint64_t send_buffered_hwm;    /* most bytes held in such copies at once (bounded by send_buffer) */
     uint64_t credit_packets;       /* explicit credit packets sent */
     uint64_t credit_requests;      /* compulsory credit return requests sent */
     uint64_t credit_piggybacks;    /* data packets that carried returned credits */
     uint64_t credits_piggybacked;  /* credits they carried */
     uint64_t mailbox_hwm;          /* most mailbox slots held at once */
     uint64_t mailbox_slots;        /* the mailbox size */
+    uint64_t shm_sent;             /* messages sent through shared-memory rings (pml_rdrp_transport.h) */
+    uint64_t shm_backlogged;       /* ... of which waited for room in the ring */
+    uint64_t ucx_sent;             /* messages sent as UCX active messages */
     uint64_t throttled;            /* sends that waited for admission (pml_rdrp_throttle) */
     uint64_t throttle_cache_hits;  /* sends admitted from the rank's token cache */
 } mca_pml_rdrp_counters_t;

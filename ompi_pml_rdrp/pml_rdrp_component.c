@@ -4,6 +4,9 @@
  */
 #include "ompi_config.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "pml_rdrp.h"
 #include "ucx_glue/rdrp_ucx.h"
 
@@ -28,7 +31,7 @@ mca_pml_base_component_2_0_0_t mca_pml_rdrp_component = {
     .pmlm_version = {
         MCA_PML_BASE_VERSION_2_0_0,
         .mca_component_name = "rdrp",
-        MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
+        MCA_BASE_MAKE_VERSION(component, RDRP_VERSION_MAJOR, RDRP_VERSION_MINOR, RDRP_VERSION_RELEASE),
         .mca_open_component = rdrp_open,
         .mca_close_component = rdrp_close,
         .mca_register_component_params = rdrp_register,
@@ -43,15 +46,22 @@ mca_pml_base_component_2_0_0_t mca_pml_rdrp_component = {
 /* MCA variables store sizes as unsigned long long / int */
 static unsigned long long eager_limit = 8192, first_chunk = 8192, throttle_bpt = 16384;
 static unsigned long long chunk_size = 512 * 1024;
+/* measured (osu_latency/bw/bibw 256 KiB-4 MiB, chunks of 128 KiB-8 MiB): on
+ * the cma path fewer, larger kernel copies win; chunks there only bound one
+ * system call, since the receiver itself copies and so sets the pace */
+static unsigned long long cma_chunk_size = 8 * 1024 * 1024;
 static unsigned long long get_limit = 0;
 static unsigned long long auto_rma_min = 2 * 1024 * 1024;
+static unsigned long long send_buffer = 1024 * 1024;
+static unsigned long long shm_ring_size = 1024 * 1024;
+static unsigned long long shm_eager_limit = 128 * 1024;
 
 static const mca_base_var_enum_value_t rndv_protocol_values[] = {
     {RDRP_RNDV_AUTO, "auto"}, {RDRP_RNDV_RDRP, "rdrp"}, {RDRP_RNDV_GET, "get"},
     {RDRP_RNDV_PUT, "put"}, {0, NULL}};
 
 static const mca_base_var_enum_value_t data_path_values[] = {
-    {RDRP_PATH_AUTO, "auto"}, {RDRP_PATH_RMA, "rma"}, {RDRP_PATH_AM, "am"}, {0, NULL}};
+    {RDRP_PATH_AUTO, "auto"}, {RDRP_PATH_RMA, "rma"}, {RDRP_PATH_AM, "am"}, {RDRP_PATH_CMA, "cma"}, {0, NULL}};
 
 static void reg_int(const char *name, const char *help, int *storage, int level)
 {
@@ -89,7 +99,7 @@ static int rdrp_register(void)
     reg_int("priority", "Priority of pml/rdrp (it is only ever used when selected by name: --mca pml rdrp)",
             &p->priority, OPAL_INFO_LVL_3);
     p->verbose = 0;
-    reg_int("verbose", "Verbosity of pml/rdrp (0: errors only, 10: protocol decisions, 50: every message)",
+    reg_int("verbose", "Verbosity of pml/rdrp (0: errors only, 2: settings at start-up, 10: at the first contact with each peer, the protocol, data path, first chunk, chunk size and window a message of each size gets)",
             &p->verbose, OPAL_INFO_LVL_5);
     int eager_idx = mca_base_component_var_register(
         &mca_pml_rdrp_component.pmlm_version, "eager_limit",
@@ -106,6 +116,9 @@ static int rdrp_register(void)
     reg_size("chunk_size",
              "Rendezvous pull unit: the receiver fetches the message in pieces of this many bytes",
              &chunk_size);
+    reg_size("cma_chunk_size",
+             "Bytes one kernel copy (process_vm_readv) moves on the cma data path; the receiver copies, so this only bounds one system call",
+             &cma_chunk_size);
     p->max_outstanding = 4;  /* sweep (bench/rndv_sweep.sh): w4 at 512K is the best am setting at 1 MiB and within 3% of the best rma one at 4-16 MiB */
     reg_int("max_outstanding",
             "Most rendezvous chunks one receive has in flight at once (the receiver's window: a slow receiver sets the pace)",
@@ -129,20 +142,45 @@ static int rdrp_register(void)
     reg_enum("data_path", data_path_values,
              "How rendezvous chunks move: rma (ucp_get_nbx from the sender's registered buffer), "
              "am (UCX active-message rendezvous accepted by the receiver with ucp_am_recv_data_nbx), "
-             "auto (per peer locality, from measurements: am on-node, rma off-node)",
+             "cma (peers on the node: the receiver reads the sender's buffer with one kernel copy, "
+             "process_vm_readv), auto (cma on the node when the shared-memory transport and CMA work, "
+             "else am; rma off-node)",
              &p->data_path, OPAL_INFO_LVL_4);
     reg_size("auto_rma_min",
              "With pml_rdrp_data_path=auto, on-node messages of at least this size use the rma path "
              "(measured on UCX 1.13 shared memory: am has lower latency up to 1 MiB, rma moves large "
              "messages ~1.4x faster because both processes copy); 0 = always am on-node",
              &auto_rma_min);
+    p->shm = 1;
+    reg_int("shm", "Peers on this node: every message through a shared-memory ring of ours in the peer's segment "
+            "and rendezvous data by one kernel copy (CMA), with no UCX call (0: UCX for every peer)",
+            &p->shm, OPAL_INFO_LVL_4);
+    reg_size("shm_ring_size", "Bytes of the ring each local peer writes into (rounded up to a power of two, "
+             "at least four of the largest messages)", &shm_ring_size);
+    reg_size("shm_eager_limit", "Largest message (bytes of packed payload) sent eagerly, in one ring message, to a "
+             "peer on this node; larger ones use rendezvous (for peers reached through UCX: pml_rdrp_eager_limit)",
+             &shm_eager_limit);
     p->progress_iterations = 100;
     reg_int("progress_iterations", "Rounds of pml/rdrp's own progress (in blocking calls and unsuccessful iprobes) between two calls of the full opal_progress",
             &p->progress_iterations, OPAL_INFO_LVL_6);
     p->credit = 1;
     reg_int("credit", "Gate eager data with end-to-end credits so unexpected eager memory is bounded by "
-            "the receiver's mailbox (a sender without credit uses rendezvous instead of waiting)",
+            "the receiver's mailbox (a send without credit waits for one on its peer's queue, at most "
+            "pml_rdrp_credit_wait_us, then goes by rendezvous, whose RTS needs no credit)",
             &p->credit, OPAL_INFO_LVL_4);
+    p->credit_wait_us = 1000.0;
+    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "credit_wait_us",
+            "Microseconds a send without credit waits for one before it goes by rendezvous (whose RTS needs "
+            "no credit: a receiver waiting for a message stuck behind a full mailbox of unmatched ones "
+            "always gets its envelope)",
+            MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, OPAL_INFO_LVL_5,
+            MCA_BASE_VAR_SCOPE_READONLY, &p->credit_wait_us);
+    reg_size("send_buffer",
+             "Bytes per process of early-completed copies: a standard send that waits for credit completes at "
+             "once from a copy while the copies fit in this budget (each also counts one request object); "
+             "beyond it the send completes when its message has left, so a producer that outruns its "
+             "consumer is paced by it and its memory stays bounded",
+             &send_buffer);
     p->credit_mode = 1;
     {
         static const mca_base_var_enum_value_t mode_values[] = {{0, "static"}, {1, "dynamic"}, {0, NULL}};
@@ -243,13 +281,24 @@ static void register_pvars(void)
     reg_pvar("rndv_sent", "Messages sent with a rendezvous protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_sent);
     reg_pvar("rndv_am", "Rendezvous messages sent over the am data path", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_am);
     reg_pvar("rndv_rma", "Rendezvous messages sent over the rma data path", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_rma);
+    reg_pvar("rndv_cma", "Rendezvous messages sent over the cma data path (one kernel copy on the node)",
+             MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_cma);
     reg_pvar("unexpected", "Arrivals that found no matching posted receive", MCA_BASE_PVAR_CLASS_COUNTER, &k->unexpected);
     reg_pvar("rndv_rdrp", "Rendezvous messages sent with the rdrp (chunked pull) protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_rdrp);
     reg_pvar("rndv_get", "Rendezvous messages sent with the get protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_get);
     reg_pvar("rndv_put", "Rendezvous messages sent with the put protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_put);
     reg_pvar("put_fin_needed", "Put-protocol messages that needed an explicit FIN (last byte equal to the poll value)",
              MCA_BASE_PVAR_CLASS_COUNTER, &k->put_fin_needed);
-    reg_pvar("credit_stalls", "Eager sends that found no credit and went by rendezvous", MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_stalls);
+    reg_pvar("credit_stalls", "Eager-size sends that found no credit when they were started", MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_stalls);
+    reg_pvar("credit_waits", "Sends that waited on their peer's queue (for a credit, or behind a send that did)",
+             MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_waits);
+    reg_pvar("credit_wait_timeouts", "Waiting sends that went by rendezvous after pml_rdrp_credit_wait_us",
+             MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_wait_timeouts);
+    reg_pvar("send_buffered", "Waiting standard sends whose request completed at once from a copy",
+             MCA_BASE_PVAR_CLASS_COUNTER, &k->send_buffered);
+    reg_pvar("send_buffered_hwm", "Most bytes held at once in early-completed copies of waiting sends "
+             "(never above pml_rdrp_send_buffer): the sender-side memory bound",
+             MCA_BASE_PVAR_CLASS_HIGHWATERMARK, &k->send_buffered_hwm);
     reg_pvar("credit_packets", "Explicit credit packets sent", MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_packets);
     reg_pvar("credit_requests", "Compulsory credit return requests sent", MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_requests);
     reg_pvar("credit_piggybacks", "Data packets that carried returned credits", MCA_BASE_PVAR_CLASS_COUNTER, &k->credit_piggybacks);
@@ -257,6 +306,11 @@ static void register_pvars(void)
     reg_pvar("mailbox_hwm", "Most mailbox slots held at once by unmatched eager data (never above pml_rdrp_mailbox_slots)",
              MCA_BASE_PVAR_CLASS_HIGHWATERMARK, &k->mailbox_hwm);
     reg_pvar("mailbox_slots", "Size of this process's eager mailbox in slots", MCA_BASE_PVAR_CLASS_SIZE, &k->mailbox_slots);
+    reg_pvar("shm_sent", "Messages sent through a shared-memory ring (peers on this node)", MCA_BASE_PVAR_CLASS_COUNTER,
+             &k->shm_sent);
+    reg_pvar("shm_backlogged", "Ring messages that had to wait for room in the peer's ring", MCA_BASE_PVAR_CLASS_COUNTER,
+             &k->shm_backlogged);
+    reg_pvar("ucx_sent", "Messages sent as UCX active messages", MCA_BASE_PVAR_CLASS_COUNTER, &k->ucx_sent);
     reg_pvar("throttled", "Sends that waited for admission (pml_rdrp_throttle)", MCA_BASE_PVAR_CLASS_COUNTER,
              &k->throttled);
     reg_pvar("throttle_cache_hits", "Sends admitted from the process's token cache (pml_rdrp_throttle node)",
@@ -289,8 +343,13 @@ static int rdrp_open(void)
     p->eager_limit = (size_t)eager_limit;
     p->rndv_first_chunk = (size_t)first_chunk;
     p->chunk_size = chunk_size ? (size_t)chunk_size : 512 * 1024;
+    p->cma_chunk_size = cma_chunk_size ? (size_t)cma_chunk_size : p->chunk_size;
     p->get_limit = (size_t)get_limit;
     p->auto_rma_min = (size_t)auto_rma_min;
+    p->send_buffer = (size_t)send_buffer;
+    p->shm_ring_size = (size_t)shm_ring_size;
+    p->shm_eager_limit = (size_t)shm_eager_limit;
+    if (p->credit_wait_us < 0) p->credit_wait_us = 0;
     p->throttle_bytes_per_token = (uint64_t)throttle_bpt;
     if (p->put_poll_value > 255) p->put_poll_value = 255;
     if (p->max_outstanding < 1) p->max_outstanding = 1;
@@ -305,7 +364,9 @@ static int rdrp_open(void)
     opal_output_set_verbosity(p->output, p->verbose);
     /* the source tree first: a stale installed copy must not shadow the
      * topics of the build being run (a missing directory is skipped) */
+#ifdef RDRP_SRC_HELP_DIR  /* not in packaged builds (configure --disable-source-help) */
     opal_show_help_add_dir(RDRP_SRC_HELP_DIR);
+#endif
     opal_show_help_add_dir(RDRP_HELP_DIR);
 
     /* UCX must hear about memory released by the application too */
@@ -343,10 +404,23 @@ int mca_pml_rdrp_modex_recv(ompi_proc_t *proc, void **addr, size_t *len)
     return rc;
 }
 
+/* Rendered here and written to our own stderr, which mpirun forwards
+ * reliably: Open MPI 4.1.4 loses a forwarded show_help message about half
+ * the time when the process ends soon after it ("Data unpack would read
+ * past end of buffer" in show_help.c), and our messages are errors that
+ * usually end the job: they must never be silent. */
 void mca_pml_rdrp_show_help(const char *topic, const char *arg1, const char *arg2)
 {
-    opal_show_help("help-pml-rdrp.txt", topic, true, ompi_process_info.nodename,
-                   arg1 ? arg1 : "", arg2 ? arg2 : "");
+    char *msg = opal_show_help_string("help-pml-rdrp.txt", topic, true, ompi_process_info.nodename,
+                                      arg1 ? arg1 : "", arg2 ? arg2 : "");
+    if (msg) {
+        fprintf(stderr, "%s", msg);
+        free(msg);
+    } else {
+        fprintf(stderr, "pml/rdrp on %s: %s: %s %s\n", ompi_process_info.nodename, topic, arg1 ? arg1 : "",
+                arg2 ? arg2 : "");
+    }
+    fflush(stderr);
 }
 
 void mca_pml_rdrp_fatal(const char *topic, const char *arg1, const char *arg2)

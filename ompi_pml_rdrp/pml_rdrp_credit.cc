@@ -2,6 +2,7 @@
 #include "pml_rdrp_request.h"
 #include "pml_rdrp_credit.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -81,6 +82,14 @@ bool credit_init(uint32_t npeers, uint32_t self)
     if (p.credit_credit_slots > 0) {
         cfg.credit_slots = static_cast<uint32_t>(p.credit_credit_slots);
         cfg.static_slots = cfg.credit_slots;
+    } else if (cfg.mode == credit::Mode::kDynamic) {
+        /* A sender starts with its static quota.  Two slots (the thesis's
+         * minimum) make every stream begin with a stall per couple of
+         * messages until the quota has grown; where the mailbox is large
+         * for the job, start each sender with a quarter of its even share
+         * (measured: a 64-message window from the first iteration on). */
+        uint32_t share = credit::data_region(cfg) / (4 * npeers);
+        cfg.static_slots = std::max(cfg.credit_slots, std::min<uint32_t>(share, 64));
     }
     cfg.piggyback = p.credit_piggyback != 0;
     cfg.piggyback_max = 0xFFFF;  /* the eager header has 16 bits for it */
@@ -96,7 +105,7 @@ bool credit_init(uint32_t npeers, uint32_t self)
         mca_pml_rdrp_show_help("bad-credit-config", e.what(), "");
         return false;
     }
-    cs.slot_size = std::max(p.eager_limit, p.rndv_first_chunk);
+    cs.slot_size = std::max({p.eager_limit, p.shm ? p.shm_eager_limit : size_t(0), p.rndv_first_chunk});
     if (cs.slot_size == 0) cs.slot_size = 1;
     /* untouched pages cost nothing: only slots that held data get memory */
     cs.mailbox = static_cast<char *>(malloc(static_cast<size_t>(cfg.slots) * cs.slot_size));
@@ -153,13 +162,13 @@ void credit_settle()
     flush_control();
 }
 
-bool credit_take(uint32_t peer, uint32_t *piggy)
+bool credit_take(uint32_t peer, uint32_t *piggy, bool count_stall)
 {
     *piggy = 0;
     if (peer < cs.npeers && !cs.ep->can_send(peer) && credit_deferred_count != 0)
         credit_settle();  /* credits piggybacked on packets not yet accounted */
     if (peer >= cs.npeers || !cs.ep->can_send(peer)) {
-        ++stats.credit_stalls;
+        if (count_stall) ++stats.credit_stalls;
         return false;
     }
     *piggy = cs.ep->on_send(peer, true);

@@ -25,8 +25,9 @@ void credit_fini();
 uint32_t credit_self();
 
 /* Sender: take a credit towards peer for one data packet.  false: none
- * (counted as a stall).  *piggy: credits to attach to the packet. */
-bool credit_take(uint32_t peer, uint32_t *piggy);
+ * (counted as a stall if count_stall).  *piggy: credits to attach to the
+ * packet. */
+bool credit_take(uint32_t peer, uint32_t *piggy, bool count_stall = true);
 
 /* Receiver: a gated data packet arrived from src carrying piggy credits;
  * returns its mailbox slot (aborts on a protocol violation).  Settles the

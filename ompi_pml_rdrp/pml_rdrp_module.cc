@@ -1,6 +1,7 @@
 /* pml/rdrp: the module table, life cycle, endpoints and communicators. */
 #include "pml_rdrp_request.h"
 #include "pml_rdrp_credit.h"
+#include "pml_rdrp_pacing.h"
 #include "pml_rdrp_throttle.h"
 
 #include <cstdlib>
@@ -47,23 +48,12 @@ Endpoint *get_endpoint(ompi_proc_t *proc)
                            "(no rdrp address in the modex: does that process run pml/rdrp?)");
         return nullptr;
     }
-    uint64_t peer_id;
-    static_assert(sizeof(opal_process_name_t) == sizeof(uint64_t), "name is 64-bit");
-    std::memcpy(&peer_id, &proc->super.proc_name, sizeof(peer_id));
-    int remote = !OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags);
-    ucp_ep_h h = rdrp_ucx_connect(g.uw, addr, len, remote, peer_id);
+    ep = transport_connect(proc, addr, len);
     free(addr);
-    if (!h) {
-        mca_pml_rdrp_fatal("connect-failed", OPAL_NAME_PRINT(proc->super.proc_name),
-                           rdrp_ucx_last_error());
-        return nullptr;
-    }
-    ep = new Endpoint{h, peer_id, remote,
-                      remote ? mca_pml_rdrp_params.data_path_remote
-                             : mca_pml_rdrp_params.data_path_local,
-                      proc};
+    if (!ep) return nullptr;
     proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML] = ep;
     g.endpoints.push_back(ep);
+    explain_peer(ep);  /* pml_rdrp_verbose >= 10: the protocol table to this peer */
     return ep;
 }
 
@@ -78,12 +68,7 @@ Endpoint *comm_endpoint(ompi_communicator_t *comm, int rank)
     return ep;
 }
 
-CommState *comm_state(uint32_t cid)
-{
-    ompi_communicator_t *comm = ompi_comm_lookup(cid);
-    if (!comm) return nullptr;
-    return reinterpret_cast<CommState *>(comm->c_pml_comm);
-}
+
 
 /* ------------------------------------------------------------ module functions */
 static int add_procs(ompi_proc_t **procs, size_t nprocs)
@@ -95,18 +80,23 @@ static int add_procs(ompi_proc_t **procs, size_t nprocs)
 static int del_procs(ompi_proc_t **procs, size_t nprocs)
 {
     Guard guard;
-    /* drain our own control messages first (bounded: a dead peer must not hang us) */
+    /* drain our own control messages and the early-completed sends still
+     * on their way (bounded: a dead peer must not hang us) */
     double t0 = MPI_Wtime();
-    while (g.ctrl_pending > 0 && MPI_Wtime() - t0 < mca_pml_rdrp_params.finalize_timeout) {
-        ucp_worker_progress(g.worker);
+    while ((g.ctrl_pending > 0 || pacing_buffered > 0 || pacing_waiting_eps > 0 || transport_backlog > 0) &&
+           MPI_Wtime() - t0 < mca_pml_rdrp_params.finalize_timeout) {
+        progress_worker();
     }
     std::vector<mca_pml_rdrp_del_proc_t> del;
     for (size_t i = 0; i < nprocs; ++i) {
         auto *ep = static_cast<Endpoint *>(procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML]);
         if (!ep) continue;
-        del.push_back({ep->ep, procs[i]->super.proc_name.vpid});
-        rdrp_ucx_rkey_drop_peer(g.uw, ep->peer_id);
-        rdrp_ucx_ep_forget(g.uw, ep->ep);
+        transport_disconnect(ep);
+        if (ep->ep) {
+            del.push_back({ep->ep, procs[i]->super.proc_name.vpid});
+            rdrp_ucx_rkey_drop_peer(g.uw, ep->peer_id);
+            rdrp_ucx_ep_forget(g.uw, ep->ep);
+        }
         procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML] = nullptr;
         for (auto &e : g.endpoints) {
             if (e == ep) {
@@ -122,14 +112,27 @@ static int del_procs(ompi_proc_t **procs, size_t nprocs)
 
 static int enable(bool enable) { (void)enable; return OMPI_SUCCESS; }
 
+unsigned progress_once()
+{
+    if (g.in_progress) return 0;
+    g.in_progress = true;
+    unsigned n = static_cast<unsigned>(transport_progress());
+    /* with every peer on shared-memory rings, UCX has nothing to do: look
+     * at it only now and then (a peer may still start UCX traffic) */
+    if (transport_ucx_busy || (++g.ucx_skip & 63) == 0) n += ucp_worker_progress(g.worker);
+    g.in_progress = false;
+    return n;
+}
+
 int progress_worker()
 {
     Guard guard;
     /* one pass: the caller checks its request between passes, and an idle
      * pass over every transport costs about as much as a small message */
-    int n = static_cast<int>(ucp_worker_progress(g.worker));
+    int n = static_cast<int>(progress_once());
     if (OPAL_UNLIKELY(!g.polling.empty())) n += poll_receives();
     if (OPAL_UNLIKELY(throttle_active)) n += throttle_progress();
+    if (OPAL_UNLIKELY(pacing_waiting_eps != 0)) n += pacing_progress();
     if (n == 0) credit_settle_if_due();  /* idle: catch up on credit accounting */
     return n;
 }
@@ -184,6 +187,8 @@ static int add_comm(ompi_communicator_t *comm)
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     comm->c_pml_comm = reinterpret_cast<mca_pml_comm_t *>(cs);
+    if (comm->c_contextid >= g.comms.size()) g.comms.resize(comm->c_contextid + 1, nullptr);
+    g.comms[comm->c_contextid] = cs;
     replay_pending(cs, comm->c_contextid);
     return OMPI_SUCCESS;
 }
@@ -202,6 +207,7 @@ static int del_comm(ompi_communicator_t *comm)
     Guard guard;
     auto *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
     if (!cs) return OMPI_SUCCESS;
+    if (comm->c_contextid < g.comms.size()) g.comms[comm->c_contextid] = nullptr;
     rdrp_match_foreach(cs->mq, drop_item, nullptr);
     rdrp_match_destroy(cs->mq);
     free(cs->eps);
@@ -279,17 +285,25 @@ extern "C" mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_p
             mca_pml_rdrp_show_help("init-failed", "AM handler:", rdrp_ucx_last_error());
             return nullptr;
         }
+        transport_set_handler(h.id, h.cb);
     }
+    transport_configure();
     if (!credit_init(ompi_process_info.num_procs, OMPI_PROC_MY_NAME->vpid)) return nullptr;
     if (!throttle_init()) return nullptr;
-    void *addr;
-    size_t len;
+    void *addr, *blob = nullptr;
+    size_t len, blob_len = 0;
     if (rdrp_ucx_worker_address(g.uw, 0, &addr, &len) != 0) {
         mca_pml_rdrp_show_help("init-failed", "worker address:", rdrp_ucx_last_error());
         return nullptr;
     }
-    int rc = mca_pml_rdrp_modex_send(addr, len);
+    bool ok = transport_init(addr, len, &blob, &blob_len);
     rdrp_ucx_worker_address_release(g.uw, addr);
+    if (!ok) {
+        mca_pml_rdrp_show_help("init-failed", "shared-memory transport set-up failed", "");
+        return nullptr;
+    }
+    int rc = mca_pml_rdrp_modex_send(blob, blob_len);
+    free(blob);
     if (rc != OMPI_SUCCESS) {
         mca_pml_rdrp_show_help("init-failed", "modex send failed", "");
         return nullptr;
@@ -308,6 +322,7 @@ extern "C" int mca_pml_rdrp_finalize(void)
     using namespace rdrp;
     for (Endpoint *ep : g.endpoints) {
         ep->proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML] = nullptr;
+        transport_disconnect(ep);
         delete ep;
     }
     g.endpoints.clear();
@@ -329,6 +344,8 @@ extern "C" int mca_pml_rdrp_finalize(void)
     g.unex_pool.clear();
     for (Ctrl *c : g.ctrl_pool) free(c);
     g.ctrl_pool.clear();
+    pacing_fini();
+    transport_fini();
     credit_fini();
     throttle_fini();
     rdrp_ucx_worker_destroy(g.uw, mca_pml_rdrp_params.finalize_timeout);

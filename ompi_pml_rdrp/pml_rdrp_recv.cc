@@ -386,7 +386,7 @@ extern "C" int mca_pml_rdrp_iprobe(int src, int tag, ompi_communicator_t *comm, 
         Guard guard;
         u = mprobe_once(src, tag, comm, false);
         if (!u) {
-            while (ucp_worker_progress(g.worker)) {}
+            while (progress_once()) {}
             u = mprobe_once(src, tag, comm, false);
         }
         if (u) probe_status(u, status);
@@ -412,7 +412,7 @@ extern "C" int mca_pml_rdrp_improbe(int src, int tag, ompi_communicator_t *comm,
         Guard guard;
         u = mprobe_once(src, tag, comm, true);
         if (!u) {
-            while (ucp_worker_progress(g.worker)) {}
+            while (progress_once()) {}
             u = mprobe_once(src, tag, comm, true);
         }
         if (u) {

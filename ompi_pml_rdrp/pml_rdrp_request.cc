@@ -2,6 +2,7 @@
  * request completion and the datatype helpers. */
 #include "pml_rdrp_request.h"
 #include "pml_rdrp_credit.h"
+#include "pml_rdrp_pacing.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -82,6 +83,7 @@ void req_reinit(Request *r, ReqKind kind)
     r->polling = false;
     r->thr_held = false;
     r->thr_tokens = 0;
+    r->buffered_len = 0;
     OMPI_REQUEST_INIT(&r->ompi, false);
     r->ompi.req_state = OMPI_REQUEST_ACTIVE;  /* waits skip INACTIVE requests */
     r->ompi.req_type = OMPI_REQUEST_PML;
@@ -93,6 +95,10 @@ void req_reinit(Request *r, ReqKind kind)
 /* Drop everything an activation owns (staging, convertor, registrations). */
 static void req_reset_activation(Request *r)
 {
+    if (r->buffered_len) {  /* an early-completed copy is done: the budget has room again */
+        pacing_buffered -= r->buffered_len;
+        r->buffered_len = 0;
+    }
     if (r->staging) {
         if (r->staging_bsend) mca_pml_base_bsend_request_free(r->staging);
         else free(r->staging);

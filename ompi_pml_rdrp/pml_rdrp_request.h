@@ -20,12 +20,14 @@ extern "C" {
 }
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <vector>
 
 #include "pml_rdrp_wire.h"
 #include "pml_rdrp_wire_check.h"
+#include "pml_rdrp_transport.h"
 #include "rdrp_match.h"
 #include "ucx_glue/rdrp_ucx.h"
 
@@ -39,13 +41,7 @@ static inline T *container_of(M *m, M T::*member)
 }
 
 /* One per peer process, hung on proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML]. */
-struct Endpoint {
-    ucp_ep_h     ep;
-    uint64_t     peer_id;  /* jobid/vpid: keys the rkey cache */
-    int          remote;   /* on another node */
-    int          path;     /* RDRP_PATH_RMA or RDRP_PATH_AM for rendezvous to this peer */
-    ompi_proc_t *proc;
-};
+struct Request;
 
 /* comm->c_pml_comm */
 struct Endpoint;
@@ -127,6 +123,10 @@ struct Request {
     /* token throttling (pml_rdrp_throttle.h) */
     bool     thr_held;     /* holds admission tokens until its injection is locally complete */
     uint32_t thr_tokens;
+    /* pacing (pml_rdrp_pacing.h) */
+    uint32_t seq;          /* sequence number, drawn when the send is admitted */
+    double   wait_since;   /* when it started waiting for credit */
+    size_t   buffered_len; /* early-completed copy: bytes counted in pacing_buffered */
 };
 
 /* An arrival that has not met its receive yet. */
@@ -180,6 +180,7 @@ struct State {
     std::vector<Unexpected *> unex_pool;
     std::vector<Ctrl *>       ctrl_pool;
     std::vector<Endpoint *>   endpoints;
+    std::vector<CommState *>  comms;  /* by context id (comm_state) */
     std::map<uint32_t, std::vector<Unexpected *>> pending_cid;  /* comm not created here yet */
     std::vector<Request *>    polling;  /* get/put receives waiting for their last byte */
     uint64_t           rand_state = 0;  /* put protocol poll values */
@@ -187,6 +188,8 @@ struct State {
     size_t             live_requests = 0;
     Request           *blocking_recv = nullptr;  /* reused by MPI_Recv without threads */
     bool               blocking_busy = false;
+    bool               in_progress = false;  /* polling rings or the worker: callbacks must not progress */
+    unsigned           ucx_skip = 0;          /* progress passes since UCX was last polled (idle UCX) */
 };
 extern State g;
 
@@ -221,14 +224,27 @@ void     ctrl_release(Ctrl *c);
 
 /* pml_rdrp_module.cc */
 int  progress_worker();                 /* our share of opal_progress */
+/* One pass over our rings and (as transport_ucx_busy says) the UCX
+ * worker, unless we are inside one already (a message handler or UCX
+ * callback that ends up in the send path). */
+unsigned progress_once();
 void wait_request(ompi_request_t *req); /* blocking calls wait here */
 Endpoint *get_endpoint(ompi_proc_t *proc);
 Endpoint *comm_endpoint(ompi_communicator_t *comm, int rank);
-CommState *comm_state(uint32_t cid);
+/* Our own cid -> state table (add_comm/del_comm keep it): an arrival finds
+ * its communicator without Open MPI's (locked) communicator array. */
+static inline CommState *comm_state(uint32_t cid)
+{
+    return cid < g.comms.size() ? g.comms[cid] : nullptr;
+}
 void fatal_status(const char *what, ucs_status_t st);
 
 /* pml_rdrp_send.cc */
 int  send_start(Request *r);
+/* Inject r (sequence number seq) as an eager message (gated: it took a
+ * credit, piggy: credits to return) or as a rendezvous RTS. */
+int  send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy);
+int  send_rts(Request *r, uint32_t seq);
 void send_check_complete(Request *r);
 int  ctrl_send(Endpoint *ep, unsigned am_id, Ctrl *c, size_t hlen);
 void send_ucx_cb(void *request, ucs_status_t status, void *user_data);  /* ucx_pending-- */
@@ -256,7 +272,7 @@ ucs_status_t am_fin_cb(void *arg, const void *hdr, size_t hlen, void *data, size
                        const ucp_am_recv_param_t *param);
 
 /* pml_rdrp_rma_proto.cc: the get and put rendezvous protocols */
-int  rndv_protocol_for(size_t len);
+int  rndv_protocol_for(size_t len);   /* RDRP_PROTO_* of a rendezvous message */
 void get_recv_start(Request *r, Unexpected *u);
 void put_recv_start(Request *r, Unexpected *u);
 int  poll_receives();
@@ -267,6 +283,39 @@ ucs_status_t am_pfin_cb(void *arg, const void *hdr, size_t hlen, void *data, siz
 /* shared with pml_rdrp_rndv.cc */
 void rndv_send_fin(Request *r);
 void rndv_recv_finish(Request *r);
+
+/* The send path's size rules (pml_rdrp_send.cc uses them; the protocol
+ * table of pml_rdrp_explain.cc asks them too, so it cannot drift). */
+/* eager (one active message) when it has a credit, else rendezvous */
+static inline size_t eager_limit_of(const Endpoint *ep)
+{
+    return ep->shm ? mca_pml_rdrp_params.shm_eager_limit : mca_pml_rdrp_params.eager_limit;
+}
+static inline bool eager_for(const Endpoint *ep, size_t len) { return len <= eager_limit_of(ep); }
+/* The rdrp protocol's data path to ep for a message of len bytes: the
+ * peer's, except that under auto a large message to an on-node peer that
+ * has no CMA (so uses am) goes by rma (see pml_rdrp_auto_rma_min). */
+static inline int data_path_for(const Endpoint *ep, size_t len)
+{
+    const mca_pml_rdrp_params_t &p = mca_pml_rdrp_params;
+    if (p.data_path == RDRP_PATH_AUTO && !ep->remote && ep->path == RDRP_PATH_AM && p.auto_rma_min > 0 &&
+        len >= p.auto_rma_min)
+        return RDRP_PATH_RMA;
+    return ep->path;
+}
+/* payload bytes an rdrp-protocol RTS to ep carries (credit permitting):
+ * none for an eager-size message (it only goes by RTS when it waited for
+ * a credit in vain) or on the cma path (the receiver reads it all) */
+static inline size_t rts_first_chunk_for(const Endpoint *ep, size_t len)
+{
+    if (eager_for(ep, len) || data_path_for(ep, len) == RDRP_PATH_CMA) return 0;
+    return len < mca_pml_rdrp_params.rndv_first_chunk ? len : mca_pml_rdrp_params.rndv_first_chunk;
+}
+
+/* pml_rdrp_explain.cc: at pml_rdrp_verbose >= RDRP_EXPLAIN_LEVEL, print
+ * once per peer (at first contact) the protocol table over message sizes */
+#define RDRP_EXPLAIN_LEVEL 10
+void explain_peer(const Endpoint *ep);
 
 /* pml_rdrp_credit.cc */
 ucs_status_t am_credit_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,

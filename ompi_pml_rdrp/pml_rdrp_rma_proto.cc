@@ -122,7 +122,7 @@ void get_recv_start(Request *r, Unexpected *u)
         rndv_recv_finish(r);
         return;
     }
-    r->rkey = rdrp_ucx_rkey_get(g.uw, r->ep->ep, r->ep->peer_id, u->region_id, u->rkey, u->rkey_len);
+    r->rkey = rdrp_ucx_rkey_get(g.uw, ucx_ep(r->ep), r->ep->peer_id, u->region_id, u->rkey, u->rkey_len);
     if (!r->rkey) mca_pml_rdrp_fatal("send-failed", "rkey unpack failed", rdrp_ucx_last_error());
     r->raddr = u->raddr;
     uint8_t last = u->last_byte;
@@ -138,7 +138,7 @@ void get_recv_start(Request *r, Unexpected *u)
         p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
         p.cb.send = get_whole_done;
         p.user_data = r;
-        ucs_status_ptr_t sp = ucp_get_nbx(r->ep->ep, dst, r->want, r->raddr, rk, &p);
+        ucs_status_ptr_t sp = ucp_get_nbx(ucx_ep(r->ep), dst, r->want, r->raddr, rk, &p);
         if (sp == nullptr) {
             rndv_send_fin(r);
             rndv_recv_finish(r);
@@ -159,10 +159,10 @@ void get_recv_start(Request *r, Unexpected *u)
     p.cb.send = get_part_done;
     p.user_data = r;
     if (r->want > 1) {
-        get_part(r, ucp_get_nbx(r->ep->ep, dst, r->want - 1, r->raddr, rk, &p));
+        get_part(r, ucp_get_nbx(ucx_ep(r->ep), dst, r->want - 1, r->raddr, rk, &p));
         ucp_worker_fence(g.worker);
     }
-    get_part(r, ucp_get_nbx(r->ep->ep, dst + r->want - 1, 1, r->raddr + r->want - 1, rk, &p));
+    get_part(r, ucp_get_nbx(ucx_ep(r->ep), dst + r->want - 1, 1, r->raddr + r->want - 1, rk, &p));
     start_polling(r);
 }
 
@@ -179,6 +179,7 @@ void put_recv_start(Request *r, Unexpected *u)
     size_t hlen = sizeof(*h);
     if (r->want > 0) {
         char *dst = dst_of(r);
+        transport_ucx_busy = true;  /* UCX serves the sender's PUTs through our progress */
         r->region = rdrp_ucx_reg_acquire(dst, r->want);
         if (!r->region || r->region->rkey_len > RDRP_MAX_RKEY)
             mca_pml_rdrp_fatal("send-failed", "memory registration for rendezvous failed",
@@ -287,7 +288,7 @@ static void put_op(Request *r, size_t off, size_t len, ucp_rkey_h rk)
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = send_ucx_cb;
     p.user_data = r;
-    ucs_status_ptr_t sp = ucp_put_nbx(r->ep->ep, r->data + off, len, r->raddr + off, rk, &p);
+    ucs_status_ptr_t sp = ucp_put_nbx(ucx_ep(r->ep), r->data + off, len, r->raddr + off, rk, &p);
     if (sp == nullptr) return;
     if (UCS_PTR_IS_ERR(sp)) {
         fatal_status("rendezvous PUT", UCS_PTR_STATUS(sp));
@@ -324,7 +325,7 @@ ucs_status_t am_rtr_cb(void *arg, const void *hdr, size_t hlen, void *data, size
     }
     r->sreq = h.rreq;  /* on the sender, sreq now names the receiver's request */
     r->raddr = h.raddr;
-    r->rkey = rdrp_ucx_rkey_get(g.uw, r->ep->ep, r->ep->peer_id, h.region_id,
+    r->rkey = rdrp_ucx_rkey_get(g.uw, ucx_ep(r->ep), r->ep->peer_id, h.region_id,
                                 static_cast<const char *>(hdr) + sizeof(h), h.rkey_len);
     if (!r->rkey) mca_pml_rdrp_fatal("send-failed", "rkey unpack failed", rdrp_ucx_last_error());
     ucp_rkey_h rk = rdrp_ucx_rkey_handle(r->rkey);
@@ -345,7 +346,7 @@ ucs_status_t am_rtr_cb(void *arg, const void *hdr, size_t hlen, void *data, size
     p.cb.send = put_flushed;
     p.user_data = r;
     ++r->ucx_pending;
-    ucs_status_ptr_t sp = ucp_ep_flush_nbx(r->ep->ep, &p);
+    ucs_status_ptr_t sp = ucp_ep_flush_nbx(ucx_ep(r->ep), &p);
     if (sp == nullptr) {
         put_flushed(nullptr, UCS_OK, r);
     } else if (UCS_PTR_IS_ERR(sp)) {

@@ -17,6 +17,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/shm/shm_segment.h"
+
 namespace rdrp {
 
 /* Where received bytes land: the user buffer, or staging for non-contiguous. */
@@ -63,7 +65,7 @@ static void rma_pump(Request *r)
         p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
         p.cb.send = get_done_cb;
         p.user_data = c;
-        ucs_status_ptr_t sp = ucp_get_nbx(r->ep->ep, recv_dst(r) + r->next_off, len,
+        ucs_status_ptr_t sp = ucp_get_nbx(ucx_ep(r->ep), recv_dst(r) + r->next_off, len,
                                           r->raddr + r->next_off, rdrp_ucx_rkey_handle(r->rkey), &p);
         r->next_off += len;
         ++stats.chunks;
@@ -157,9 +159,34 @@ void rndv_recv_start(Request *r, Unexpected *u)
     /* first chunk: straight to its place */
     req_unpack(r, 0, u->data, r->first_len);
 
+    if (r->rpath == RDRP_PATH_CMA) {
+        /* one kernel copy straight from the sender's buffer, chunk by
+         * chunk, now that this receive wants it: the receiver sets the pace
+         * and the sender takes no part until the FIN */
+        uint64_t raddr = u->raddr;
+        int pid = r->ep->pid;
+        unex_release(u);
+        char *dst = recv_dst(r);
+        r->chunk = mca_pml_rdrp_params.cma_chunk_size;
+        while (r->received < r->want) {
+            size_t len = std::min(r->chunk, r->want - r->received);
+            note_inflight(1, len);
+            ++stats.chunks;
+            int rc = shm::cma_read(pid, dst + r->received, raddr + r->received, len);
+            if (rc != 0) {
+                mca_pml_rdrp_fatal("send-failed", "rendezvous single-copy read from the sender failed",
+                                   strerror(-rc));
+                return;
+            }
+            r->received += len;
+        }
+        rndv_send_fin(r);
+        rndv_recv_finish(r);
+        return;
+    }
     if (r->rpath == RDRP_PATH_RMA) {
         if (r->want > r->first_len) {
-            r->rkey = rdrp_ucx_rkey_get(g.uw, r->ep->ep, r->ep->peer_id, u->region_id, u->rkey,
+            r->rkey = rdrp_ucx_rkey_get(g.uw, ucx_ep(r->ep), r->ep->peer_id, u->region_id, u->rkey,
                                         u->rkey_len);
             if (!r->rkey) mca_pml_rdrp_fatal("send-failed", "rkey unpack failed", rdrp_ucx_last_error());
             r->raddr = u->raddr;
@@ -168,7 +195,9 @@ void rndv_recv_start(Request *r, Unexpected *u)
         rma_pump(r);  /* sends FIN and completes when everything is in */
         return;
     }
-    /* am path: the CTS both acknowledges the match and opens the window */
+    /* am path: the CTS both acknowledges the match and opens the window;
+     * the chunks come as UCX active messages, which our progress must see */
+    transport_ucx_busy = true;
     unex_release(u);
     Ctrl *c = ctrl_alloc();
     c->h.cts.sreq = r->sreq;
@@ -200,22 +229,15 @@ static void stream_chunks(Request *r)
         c->h.chunk.rreq = r->sreq;   /* on the sender, sreq holds the receiver's id */
         c->h.chunk.sreq = r->id;
         c->h.chunk.offset = r->next_off;
-        ucp_request_param_t p;
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_FLAGS;
-        p.cb.send = chunk_sent_cb;
-        p.user_data = c;
-        p.flags = UCP_AM_SEND_FLAG_RNDV;
-        ucs_status_ptr_t sp = ucp_am_send_nbx(r->ep->ep, RDRP_AM_CHUNK, &c->h.chunk,
-                                              sizeof(rdrp_chunk_hdr_t), r->data + r->next_off, len, &p);
+        /* a chunk the size of an eager message is copied on arrival (and
+         * fits a ring): UCX's own rendezvous handshake would cost more */
+        uint32_t flags = eager_for(r->ep, len) ? UCP_AM_SEND_FLAG_EAGER : UCP_AM_SEND_FLAG_RNDV;
+        int st = am_send(r->ep, RDRP_AM_CHUNK, &c->h.chunk, sizeof(rdrp_chunk_hdr_t), r->data + r->next_off,
+                         len, flags, chunk_sent_cb, c);
         r->next_off += len;
-        if (sp == nullptr) {
+        if (st == TX_DONE) {
             ctrl_release(c);
             continue;
-        }
-        if (UCS_PTR_IS_ERR(sp)) {
-            fatal_status("rendezvous chunk send", UCS_PTR_STATUS(sp));
-            return;
         }
         ++r->inflight;
     }
@@ -229,7 +251,7 @@ static void chunk_sent_cb(void *request, ucs_status_t status, void *user_data)
 {
     Ctrl *c = static_cast<Ctrl *>(user_data);
     Request *r = c->req;
-    ucp_request_free(request);
+    if (request) ucp_request_free(request);
     if (status != UCS_OK) fatal_status("rendezvous chunk send", status);
     ctrl_release(c);
     --r->inflight;

@@ -1,6 +1,7 @@
 /* pml/rdrp: the send side: modes, eager, RTS, control messages. */
 #include "pml_rdrp_request.h"
 #include "pml_rdrp_credit.h"
+#include "pml_rdrp_pacing.h"
 #include "pml_rdrp_throttle.h"
 
 #include <cstdlib>
@@ -24,29 +25,26 @@ void send_check_complete(Request *r)
 void send_ucx_cb(void *request, ucs_status_t status, void *user_data)
 {
     Request *r = static_cast<Request *>(user_data);
-    ucp_request_free(request);
+    if (request) ucp_request_free(request);  /* NULL: it left a ring's backlog */
     if (r->thr_held) throttle_release(r);  /* its eager message or RTS has left */
     if (status != UCS_OK) fatal_status("send completion", status);
     --r->ucx_pending;
     send_check_complete(r);
 }
 
-/* Common part of every UCX send of a request: track or fail. */
-static inline int track(Request *r, ucs_status_ptr_t sp, const char *what)
+/* Send one message of a request; its completion is tracked in ucx_pending. */
+static inline int track(Request *r, unsigned id, const void *hdr, size_t hlen, const void *payload,
+                        size_t plen)
 {
-    if (OPAL_LIKELY(sp == nullptr)) return OMPI_SUCCESS;
-    if (UCS_PTR_IS_ERR(sp)) {
-        fatal_status(what, UCS_PTR_STATUS(sp));
-        return OMPI_ERROR;
-    }
-    ++r->ucx_pending;
+    if (am_send(r->ep, id, hdr, hlen, payload, plen, UCP_AM_SEND_FLAG_EAGER, send_ucx_cb, r) == TX_PENDING)
+        ++r->ucx_pending;
     return OMPI_SUCCESS;
 }
 
 /* ------------------------------------------------------------ control messages */
 static void ctrl_ucx_cb(void *request, ucs_status_t status, void *user_data)
 {
-    ucp_request_free(request);
+    if (request) ucp_request_free(request);
     if (status != UCS_OK) fatal_status("control message", status);
     --g.ctrl_pending;
     ctrl_release(static_cast<Ctrl *>(user_data));
@@ -54,21 +52,9 @@ static void ctrl_ucx_cb(void *request, ucs_status_t status, void *user_data)
 
 int ctrl_send(Endpoint *ep, unsigned am_id, Ctrl *c, size_t hlen)
 {
-    ucp_request_param_t p;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                     UCP_OP_ATTR_FIELD_FLAGS;
-    p.cb.send = ctrl_ucx_cb;
-    p.user_data = c;
-    p.flags = UCP_AM_SEND_FLAG_EAGER;
-    ucs_status_ptr_t sp = ucp_am_send_nbx(ep->ep, am_id, &c->h, hlen, nullptr, 0, &p);
-    if (sp == nullptr) {
+    if (am_send(ep, am_id, &c->h, hlen, nullptr, 0, UCP_AM_SEND_FLAG_EAGER, ctrl_ucx_cb, c) == TX_DONE) {
         ctrl_release(c);
         return OMPI_SUCCESS;
-    }
-    if (UCS_PTR_IS_ERR(sp)) {
-        ctrl_release(c);
-        fatal_status("control message", UCS_PTR_STATUS(sp));
-        return OMPI_ERROR;
     }
     ++g.ctrl_pending;
     return OMPI_SUCCESS;
@@ -85,7 +71,7 @@ static inline bool credit_gates(Endpoint *ep)
     return credit_enabled() && ep->proc->super.proc_name.jobid == OMPI_PROC_MY_NAME->jobid;
 }
 
-static int send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy)
+int send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy)
 {
     rdrp_eager_hdr_t *h = &r->hdr.eager;
     h->m.cid = r->comm->c_contextid;
@@ -102,34 +88,19 @@ static int send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy)
         h->flags |= RDRP_FLAG_SYNC;
         r->need_ack = true;
     }
-    ucp_request_param_t p;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                     UCP_OP_ATTR_FIELD_FLAGS;
-    p.cb.send = send_ucx_cb;
-    p.user_data = r;
-    p.flags = UCP_AM_SEND_FLAG_EAGER;
     ++stats.eager_sent;
-    int rc = track(r, ucp_am_send_nbx(r->ep->ep, RDRP_AM_EAGER, h, sizeof(*h), r->data, r->packed, &p),
-                   "eager send");
+    int rc = track(r, RDRP_AM_EAGER, h, sizeof(*h), r->data, r->packed);
     credit_settle_if_due();
     return rc;
 }
 
-/* The rdrp protocol's data path for this message: the peer's, except that
- * under auto large on-node messages go by rma (see pml_rdrp_auto_rma_min). */
-static inline int data_path_for(const Request *r)
-{
-    const mca_pml_rdrp_params_t &p = mca_pml_rdrp_params;
-    if (p.data_path == RDRP_PATH_AUTO && !r->ep->remote && p.auto_rma_min > 0 &&
-        r->packed >= p.auto_rma_min)
-        return RDRP_PATH_RMA;
-    return r->ep->path;
-}
+static inline int data_path_for(const Request *r) { return data_path_for(r->ep, r->packed); }
 
 /* Register the send buffer and describe it in the RTS (rma data path and
  * the get protocol); returns the header length. */
 static size_t rts_add_rkey(Request *r, rdrp_rts_hdr_t *h)
 {
+    transport_ucx_busy = true;  /* UCX serves the peer's GETs through our progress */
     r->region = rdrp_ucx_reg_acquire(r->data, r->packed);
     if (!r->region || r->region->rkey_len > RDRP_MAX_RKEY) {
         mca_pml_rdrp_fatal("send-failed", "memory registration for rendezvous failed",
@@ -143,7 +114,7 @@ static size_t rts_add_rkey(Request *r, rdrp_rts_hdr_t *h)
     return sizeof(*h) + r->region->rkey_len;
 }
 
-static int send_rts(Request *r, uint32_t seq)
+int send_rts(Request *r, uint32_t seq)
 {
     rdrp_rts_hdr_t *h = &r->hdr.rts.h;
     std::memset(h, 0, sizeof(*h));
@@ -154,9 +125,9 @@ static int send_rts(Request *r, uint32_t seq)
     r->id = g.ids.add(r);
     h->sreq = r->id;
     h->total_len = r->packed;
-    /* a small message here found no credit: all of it rides in the RTS
-     * header path of the chunked protocol, nothing to pull */
-    bool small = r->packed <= mca_pml_rdrp_params.eager_limit;
+    /* a small message here waited for a credit in vain: its RTS (which
+     * needs none) carries no data; the receiver fetches it */
+    bool small = eager_for(r->ep, r->packed);
     r->proto = small ? RDRP_PROTO_RDRP : static_cast<uint8_t>(rndv_protocol_for(r->packed));
     h->proto = r->proto;
     h->src_vpid = credit_self();
@@ -176,8 +147,9 @@ static int send_rts(Request *r, uint32_t seq)
         ++stats.rndv_put;
         break;
     default:
-        r->first_len = std::min(r->packed, mca_pml_rdrp_params.rndv_first_chunk);
-        if (small) r->first_len = 0;
+        /* (a CMA receiver reads the whole message in one copy: a first
+         * chunk would only be copied twice more, into and out of the ring) */
+        r->first_len = rts_first_chunk_for(r->ep, r->packed);
         if (r->first_len > 0 && credit_gates(r->ep)) {
             /* the first chunk may wait at the receiver: it needs a credit */
             uint32_t piggy;
@@ -193,6 +165,9 @@ static int send_rts(Request *r, uint32_t seq)
         if (h->path == RDRP_PATH_RMA) {
             hlen = rts_add_rkey(r, h);
             ++stats.rndv_rma;
+        } else if (h->path == RDRP_PATH_CMA) {
+            h->raddr = reinterpret_cast<uint64_t>(r->data);  /* the receiver reads it from here */
+            ++stats.rndv_cma;
         } else {
             ++stats.rndv_am;
         }
@@ -201,15 +176,8 @@ static int send_rts(Request *r, uint32_t seq)
     }
     if (hlen == 0) return OMPI_ERROR;
     h->first_len = r->first_len;
-    ucp_request_param_t p;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                     UCP_OP_ATTR_FIELD_FLAGS;
-    p.cb.send = send_ucx_cb;
-    p.user_data = r;
-    p.flags = UCP_AM_SEND_FLAG_EAGER;
     ++stats.rndv_sent;
-    return track(r, ucp_am_send_nbx(r->ep->ep, RDRP_AM_RTS, h, hlen, r->data, r->first_len, &p),
-                 "rendezvous RTS");
+    return track(r, RDRP_AM_RTS, h, hlen, r->data, r->first_len);
 }
 
 /* Pack non-contiguous data into an owned contiguous staging buffer. */
@@ -224,52 +192,6 @@ static int pack_to_staging(Request *r, char *dst)
     opal_convertor_set_position(&r->conv, &pos);
     if (opal_convertor_pack(&r->conv, &iov, &iov_count, &max) < 0) return OMPI_ERROR;
     r->data = dst;
-    return OMPI_SUCCESS;
-}
-
-/* A small standard send that found no credit: the data waits here, in a
- * copy owned by an internal request that goes by rendezvous, and the
- * user's send completes at once -- as an eager send would -- so programs
- * that (unsafely but commonly) count on small sends not blocking still run. */
-static int send_detached(Request *r, uint32_t seq)
-{
-    Request *c = req_alloc(REQ_SEND);
-    char *copy = static_cast<char *>(malloc(r->packed ? r->packed : 1));
-    if (!c || !copy) {
-        free(copy);
-        if (c) req_release(c);
-        return OMPI_ERR_OUT_OF_RESOURCE;
-    }
-    if (r->packed) std::memcpy(copy, r->data, r->packed);
-    c->buf = copy;
-    c->count = r->packed;
-    c->dtype = &ompi_mpi_byte.dt;
-    OMPI_DATATYPE_RETAIN(c->dtype);
-    c->comm = r->comm;
-    c->peer = r->peer;
-    c->tag = r->tag;
-    c->mode = MCA_PML_BASE_SEND_STANDARD;
-    c->internal = true;
-    c->ep = r->ep;
-    c->ompi.req_mpi_object.comm = r->comm;
-    c->ucx_pending = 0;
-    c->need_ack = c->acked = false;
-    c->rndv = c->rndv_done = false;
-    req_prepare_data(c);
-    c->staging = copy;  /* freed with the carrier's activation */
-    c->thr_held = r->thr_held;  /* the carrier's RTS is what the tokens pay for */
-    c->thr_tokens = r->thr_tokens;
-    r->thr_held = false;
-    int rc = send_rts(c, seq);
-    if (rc != OMPI_SUCCESS) {
-        throttle_release(c);
-        req_release(c);
-        return rc;
-    }
-    if (c->thr_held && c->ucx_pending == 0) throttle_release(c);  /* left inline */
-    send_check_complete(c);
-    r->ompi.req_status.MPI_ERROR = MPI_SUCCESS;
-    req_complete(r);
     return OMPI_SUCCESS;
 }
 
@@ -296,28 +218,24 @@ int send_start(Request *r)
 }
 
 /* Inject a prepared send (holding its admission tokens, if throttled):
- * the sequence number is drawn here, so queued sends keep their order. */
+ * the sequence number is drawn here, so queued sends keep their order.
+ * An eager-size send without credit, and every send behind one, waits on
+ * its endpoint (pml_rdrp_pacing.h). */
 int send_admitted(Request *r)
 {
     int rc;
     CommState *cs = reinterpret_cast<CommState *>(r->comm->c_pml_comm);
-    uint32_t seq = rdrp_match_next_send_seq(cs->mq, r->peer);
-    bool eager = r->packed <= mca_pml_rdrp_params.eager_limit;
+    r->seq = rdrp_match_next_send_seq(cs->mq, r->peer);
+    if (OPAL_UNLIKELY(!r->ep->waiting.empty())) return pacing_enqueue(r);
+    bool eager = eager_for(r->ep, r->packed);
     bool gated = false;
     uint32_t piggy = 0;
     if (eager && credit_gates(r->ep)) {
-        /* no credit: rendezvous instead of waiting, so no program can deadlock */
         gated = credit_take(peer_vpid(r->ep), &piggy);
-        eager = gated;
+        if (!gated) return pacing_enqueue(r);
     }
-    if (!eager && r->packed <= mca_pml_rdrp_params.eager_limit && !r->internal &&
-        r->mode != MCA_PML_BASE_SEND_SYNCHRONOUS) {
-        rc = send_detached(r, seq);
-        if (rc != OMPI_SUCCESS) throttle_release(r);
-        return rc;
-    }
-    if (eager) rc = send_eager(r, seq, gated, piggy);
-    else rc = send_rts(r, seq);
+    if (eager) rc = send_eager(r, r->seq, gated, piggy);
+    else rc = send_rts(r, r->seq);
     if (r->thr_held && (rc != OMPI_SUCCESS || r->ucx_pending == 0)) throttle_release(r);  /* left inline */
     if (rc != OMPI_SUCCESS) return rc;
     send_check_complete(r);
@@ -442,16 +360,62 @@ extern "C" int mca_pml_rdrp_isend_init(const void *buf, size_t count, ompi_datat
     return OMPI_SUCCESS;
 }
 
+static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt, int dst, int tag,
+                              ompi_communicator_t *comm, int *rc, bool ring_only);
+
+/* An MPI_Isend that completed before it returned: every such send gets the
+ * same already-complete request, which MPI_Wait finds done and
+ * MPI_Request_free leaves alone (as pml/ucx does), so the fast path
+ * touches no request object. */
+static int completed_free(ompi_request_t **rptr)
+{
+    *rptr = MPI_REQUEST_NULL;
+    return OMPI_SUCCESS;
+}
+
+static int completed_cancel(ompi_request_t *req, int complete)
+{
+    (void)req; (void)complete;
+    return OMPI_SUCCESS;
+}
+
+static ompi_request_t *make_completed_request()
+{
+    static ompi_request_t r;
+    OBJ_CONSTRUCT(&r, ompi_request_t);
+    OMPI_REQUEST_INIT(&r, false);
+    r.req_state = OMPI_REQUEST_ACTIVE;
+    r.req_type = OMPI_REQUEST_PML;
+    r.req_free = completed_free;
+    r.req_cancel = completed_cancel;
+    r.req_mpi_object.comm = &ompi_mpi_comm_world.comm;
+    r.req_status.MPI_ERROR = MPI_SUCCESS;
+    ompi_request_complete(&r, false);
+    return &r;
+}
+
+static ompi_request_t *completed_send_request()
+{
+    static ompi_request_t *req = make_completed_request();  /* thread-safe first use */
+    return req;
+}
+
 extern "C" int mca_pml_rdrp_isend(const void *buf, size_t count, ompi_datatype_t *dt, int dst,
                                   int tag, mca_pml_base_send_mode_t mode, ompi_communicator_t *comm,
                                   ompi_request_t **request)
 {
+    int rc;
+    if ((mode == MCA_PML_BASE_SEND_STANDARD || mode == MCA_PML_BASE_SEND_READY) && !throttle_active &&
+        send_eager_inline(buf, count, dt, dst, tag, comm, &rc, true)) {
+        if (rc == OMPI_SUCCESS) *request = completed_send_request();
+        return rc;
+    }
     Guard guard;
     Request *r = req_alloc(REQ_SEND);
     if (!r) return OMPI_ERR_OUT_OF_RESOURCE;
     init_send(r, buf, count, dt, dst, tag, mode, comm);
     r->ep = comm_endpoint(comm, dst);
-    int rc = start_in_mode(r);
+    rc = start_in_mode(r);
     if (rc != OMPI_SUCCESS) {
         req_release(r);
         return rc;
@@ -463,8 +427,10 @@ extern "C" int mca_pml_rdrp_isend(const void *buf, size_t count, ompi_datatype_t
 /* Blocking standard send of a small contiguous message: no request object,
  * the header (and, for small payloads, a packed copy of header + payload)
  * lives on this stack frame until UCX is done with it. */
+/* ring_only: only if the message goes into a shared-memory ring at once
+ * (MPI_Isend: then nothing is left to wait for, not even a UCX request). */
 static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt, int dst, int tag,
-                              ompi_communicator_t *comm, int *rc)
+                              ompi_communicator_t *comm, int *rc, bool ring_only)
 {
     ucs_status_ptr_t sp;
     rdrp_eager_hdr_t h;
@@ -474,7 +440,8 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
         size_t dsize;
         ompi_datatype_type_size(dt, &dsize);
         size_t len = dsize * count;
-        if (len > mca_pml_rdrp_params.eager_limit ||
+        Endpoint *ep = comm_endpoint(comm, dst);
+        if (!eager_for(ep, len) ||
             (len && !ompi_datatype_is_contiguous_memory_layout(dt, count)))
             return false;
         const char *data = static_cast<const char *>(buf);
@@ -483,10 +450,14 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
             ompi_datatype_get_true_extent(dt, &true_lb, &true_extent);
             data += true_lb;
         }
-        Endpoint *ep = comm_endpoint(comm, dst);
+        if (!ep->waiting.empty()) return false;  /* queue behind the sends waiting for credit */
+        /* a ring peer: the message must go out now, since the header is
+         * on this stack frame (otherwise the request path takes it) */
+        bool ring = ep->shm;
+        if (ring ? !am_can_send_now(ep, sizeof(h) + len) : ring_only) return false;
         uint32_t piggy = 0;
         bool gated = credit_gates(ep);
-        if (gated && !credit_take(peer_vpid(ep), &piggy)) return false;  /* rendezvous */
+        if (gated && !credit_take(peer_vpid(ep), &piggy, false)) return false;  /* wait for credit */
         CommState *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
         h.m.cid = comm->c_contextid;
         h.m.src = comm->c_my_rank;
@@ -496,20 +467,27 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
         h.credits = static_cast<uint16_t>(piggy);
         h.src_vpid = credit_self();
         h.sreq = 0;
+        ++stats.eager_sent;
+        if (ring) {
+            am_send(ep, RDRP_AM_EAGER, &h, sizeof(h), data, len, UCP_AM_SEND_FLAG_EAGER, nullptr, nullptr);
+            credit_settle_if_due();
+            *rc = OMPI_SUCCESS;
+            return true;
+        }
         ucp_request_param_t p;
         p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
         p.flags = UCP_AM_SEND_FLAG_EAGER;
-        ++stats.eager_sent;
+        ++stats.ucx_sent;
         if (len <= RDRP_EAGER_PACKED_MAX) {
             /* header and payload in one buffer: UCX copies it out before
              * returning (short message) or keeps using it (then we wait
              * below, so the stack frame outlives the send) */
             std::memcpy(packed, &h, sizeof(h));
             std::memcpy(packed + sizeof(h), data, len);
-            sp = ucp_am_send_nbx(ep->ep, RDRP_AM_EAGER_PACKED, nullptr, 0, packed,
+            sp = ucp_am_send_nbx(ucx_ep(ep), RDRP_AM_EAGER_PACKED, nullptr, 0, packed,
                                  sizeof(h) + len, &p);
         } else {
-            sp = ucp_am_send_nbx(ep->ep, RDRP_AM_EAGER, &h, sizeof(h), data, len, &p);
+            sp = ucp_am_send_nbx(ucx_ep(ep), RDRP_AM_EAGER, &h, sizeof(h), data, len, &p);
         }
         /* the message is on its way: now there is time for credit accounting */
         credit_settle_if_due();
@@ -541,10 +519,12 @@ extern "C" int mca_pml_rdrp_send(const void *buf, size_t count, ompi_datatype_t 
     int rc;
     /* the request-free fast path skips admission: not under throttling */
     if ((mode == MCA_PML_BASE_SEND_STANDARD || mode == MCA_PML_BASE_SEND_READY) && !throttle_active &&
-        send_eager_inline(buf, count, dt, dst, tag, comm, &rc))
+        send_eager_inline(buf, count, dt, dst, tag, comm, &rc, false))
         return rc;
     ompi_request_t *req;
+    pacing_blocking_send = true;
     rc = mca_pml_rdrp_isend(buf, count, dt, dst, tag, mode, comm, &req);
+    pacing_blocking_send = false;
     if (rc != OMPI_SUCCESS) return rc;
     wait_request(req);
     rc = req->req_status.MPI_ERROR;

@@ -28,7 +28,7 @@ bool draining = false;
 uint64_t injected_bytes(const Request *r)
 {
     const auto &p = mca_pml_rdrp_params;
-    return r->packed <= p.eager_limit ? r->packed : std::min(r->packed, p.rndv_first_chunk);
+    return eager_for(r->ep, r->packed) ? r->packed : std::min(r->packed, p.rndv_first_chunk);
 }
 
 bool try_take(Request *r)

@@ -52,8 +52,9 @@ typedef struct rdrp_eager_hdr {
 #define RDRP_MAX_RKEY 512
 
 /* rdrp protocol data paths (rdrp_rts_hdr_t.path; also pml_rdrp_data_path,
- * where AUTO picks one per peer) */
-enum { RDRP_PATH_AUTO = 0, RDRP_PATH_RMA = 1, RDRP_PATH_AM = 2 };
+ * where AUTO picks one per peer).  CMA: the receiver reads the sender's
+ * memory at raddr with one kernel copy (peers on one node). */
+enum { RDRP_PATH_AUTO = 0, RDRP_PATH_RMA = 1, RDRP_PATH_AM = 2, RDRP_PATH_CMA = 3 };
 
 /* rendezvous protocols (rdrp_rts_hdr_t.proto) */
 enum { RDRP_PROTO_RDRP = 0, RDRP_PROTO_GET = 1, RDRP_PROTO_PUT = 2 };

@@ -65,7 +65,8 @@ inline const char *check_rts(const rdrp_rts_hdr_t &h, size_t hlen, size_t len,
     if (h.first_len != len) return "RTS first chunk length differs from its data";
     if (h.first_len > h.total_len) return "RTS first chunk larger than the message";
     if (h.proto == RDRP_PROTO_RDRP) {
-        if (h.path != RDRP_PATH_RMA && h.path != RDRP_PATH_AM) return "RTS names an unknown data path";
+        if (h.path != RDRP_PATH_RMA && h.path != RDRP_PATH_AM && h.path != RDRP_PATH_CMA)
+            return "RTS names an unknown data path";
     } else {
         if (h.first_len != 0) return "get/put RTS carries data";
         if (h.total_len == 0) return "empty get/put rendezvous";

@@ -2,6 +2,7 @@
 #include "rdrp_ucx.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -63,6 +64,15 @@ int rdrp_ucx_context_acquire(const rdrp_ucx_context_params_t *params)
         ++g_ctx_refs;
         return 0;
     }
+    /* UCX's shared-memory transports start with 512 receive buffers of
+     * 8 KiB each per worker (4 MiB resident, measured), where a few dozen
+     * serve our traffic: pml/rdrp talks to peers on its node through rings
+     * of its own.  Grow them in small steps instead, unless the user chose
+     * otherwise.  (ucp_config_modify rejects these transport variables in
+     * UCX 1.13, so they go through the environment, which UCX reads when
+     * it opens each transport.) */
+    setenv("UCX_SYSV_RX_BUFS_GROW", "32", 0);
+    setenv("UCX_POSIX_RX_BUFS_GROW", "32", 0);
     ucp_config_t *config;
     ucs_status_t st = ucp_config_read("MPI", nullptr, &config);
     if (st != UCS_OK) {
@@ -220,6 +230,25 @@ ucp_ep_h rdrp_ucx_connect(rdrp_ucx_worker_t *w, const void *addr, size_t len, in
     w->ep_peer[h] = peer_id;
     w->ep_remote[h] = remote != 0;
     return h;
+}
+
+int rdrp_ucx_ep_native_get(ucp_ep_h ep)
+{
+    if (!ep) return -1;
+    char *text = nullptr;
+    size_t text_len = 0;
+    FILE *f = open_memstream(&text, &text_len);
+    if (!f) return -1;
+    ucp_ep_print_info(ep, f);
+    std::fclose(f);
+    int native = -1;
+    if (text) {
+        /* "#                  get[0]: 0..<bcopy>..(inf)" for each rma lane */
+        native = std::strstr(text, " get[") != nullptr ? 1 : 0;
+        if (native == 0 && std::strstr(text, "lane[") == nullptr) native = -1;  /* nothing printed */
+    }
+    std::free(text);
+    return native;
 }
 
 void rdrp_ucx_ep_forget(rdrp_ucx_worker_t *w, ucp_ep_h ep)

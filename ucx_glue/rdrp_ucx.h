@@ -69,6 +69,14 @@ int rdrp_ucx_set_am_handler(rdrp_ucx_worker_t *w, unsigned id,
 ucp_ep_h rdrp_ucx_connect(rdrp_ucx_worker_t *w, const void *addr, size_t len,
                           int remote, uint64_t peer_id);
 
+/* 1 if UCX moves ucp_get_nbx on ep with a get protocol of a transport
+ * (ucp_ep_print_info lists "get[N]" lanes: InfiniBand/RoCE, shared
+ * memory), 0 if GET is emulated by active messages served by the peer's
+ * progress (UCX 1.13 over TCP: no rma lane, only am), -1 if unknown.
+ * UCX 1.13 has no ucp_ep_query for the transports, so the endpoint's
+ * printed configuration is the only public source. */
+int rdrp_ucx_ep_native_get(ucp_ep_h ep);
+
 /* The caller closed ep itself (e.g. with common_ucx's fenced disconnect):
  * forget it so rdrp_ucx_worker_destroy does not close it again. */
 void rdrp_ucx_ep_forget(rdrp_ucx_worker_t *w, ucp_ep_h ep);

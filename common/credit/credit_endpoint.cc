@@ -29,12 +29,6 @@ CreditEndpoint::CreditEndpoint(const Config &cfg)
 {
 }
 
-uint32_t CreditEndpoint::on_send(uint32_t peer, bool room_for_credits)
-{
-    sender_.on_data_sent(peer);
-    return room_for_credits ? receiver_.piggyback_for(peer) : 0;
-}
-
 int32_t CreditEndpoint::on_packet(uint32_t src, const PacketHeader &hdr)
 {
     if (src >= cfg_.npeers) {

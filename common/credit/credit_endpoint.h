@@ -65,7 +65,11 @@ public:
     /* A data packet to peer goes out now: takes its credit and returns the
      * credits to piggyback on it (always 0 unless room_for_credits and
      * piggybacking is on).  Precondition: can_send(peer). */
-    uint32_t on_send(uint32_t peer, bool room_for_credits);
+    uint32_t on_send(uint32_t peer, bool room_for_credits)
+    {
+        sender_.on_data_sent(peer);
+        return room_for_credits && receiver_.may_piggyback(peer) ? receiver_.piggyback_for(peer) : 0;
+    }
 
     /* ---- receiving ---- */
     int32_t on_packet(uint32_t src, const PacketHeader &hdr);

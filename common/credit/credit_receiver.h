@@ -90,6 +90,18 @@ public:
      * for a packet that will really be sent, after every control packet
      * emitted before it. */
     uint32_t piggyback_for(uint32_t dst);
+    /* false only when piggyback_for(dst) would return 0 and change
+     * nothing: the common case of a flow with nothing to return, tested
+     * inline before the call. */
+    bool may_piggyback(uint32_t dst) const
+    {
+        if (!piggyback_) return false;
+        if (mode_ == Mode::kStatic) return static_retrieved_[dst] != 0;
+        const DynamicPeer &p = peers_[dst];
+        if (p.blocked) return false;
+        return uint64_t(p.retrieved) + p.piggybacked >= fifo_.head(dst) ||
+               (p.retrieved != 0 && available_ != 0);
+    }
 
     /* ---- introspection (tests, simulator, counters) ---- */
     Mode mode() const { return mode_; }

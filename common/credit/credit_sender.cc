@@ -16,16 +16,6 @@ CreditSender::CreditSender(const Config &cfg, SenderOutput &out, Stats &stats)
 {
 }
 
-void CreditSender::on_data_sent(uint32_t peer)
-{
-    if (credits_[peer] == 0) {  // caller ignored can_send(): count it, never wrap
-        ++stats_.protocol_errors;
-        return;
-    }
-    --credits_[peer];
-    ++stats_.data_sent;
-}
-
 void CreditSender::on_credits(uint32_t peer, uint32_t credits)
 {
     credits_[peer] += credits;

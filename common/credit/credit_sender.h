@@ -29,8 +29,16 @@ public:
      * credit they can get, so a parked flag implies 0 credits and false. */
     bool can_send(uint32_t peer) const { return credits_[peer] != 0; }
     /* A data packet to peer is being sent: takes one credit.  Precondition:
-     * can_send(peer). */
-    void on_data_sent(uint32_t peer);
+     * can_send(peer).  Inline: it is on every eager message's path. */
+    void on_data_sent(uint32_t peer)
+    {
+        if (credits_[peer] == 0) {  // caller ignored can_send(): count it, never wrap
+            ++stats_.protocol_errors;
+            return;
+        }
+        --credits_[peer];
+        ++stats_.data_sent;
+    }
     /* Credits arrived from peer (credit packet or piggyback), in the order
      * peer emitted them.  Flushes parked control packets first (request
      * before response, §6.5.4). */

@@ -142,7 +142,7 @@ static void put_fins(long long poll, int *count_out)
 int main(int argc, char **argv)
 {
     int provided;
-    long long chunk = 0, window = 0, proto = -1, poll = -1;
+    long long chunk = 0, cma_chunk = 0, window = 0, proto = -1, poll = -1;
     int have_rdrp, nfin = 0;
     pvar_t hw_bytes, hw_chunks, rndv, fins;
 
@@ -153,7 +153,17 @@ int main(int argc, char **argv)
     have_rdrp = mt_pml_is("rdrp") && cvar_int("pml_rdrp_chunk_size", &chunk) &&
                 cvar_int("pml_rdrp_max_outstanding", &window) &&
                 cvar_int("pml_rdrp_rndv_protocol", &proto) &&
-                cvar_int("pml_rdrp_put_poll_value", &poll);
+                cvar_int("pml_rdrp_put_poll_value", &poll) &&
+                cvar_int("pml_rdrp_cma_chunk_size", &cma_chunk);
+    {
+        /* peers on this node (all of them here) move rendezvous data by the
+         * cma path when shm is on and the data path is auto or cma: kernel
+         * copies of up to cma_chunk_size bytes */
+        long long shm = 0, path = -1;
+        if (have_rdrp && cvar_int("pml_rdrp_shm", &shm) && cvar_int("pml_rdrp_data_path", &path) && shm &&
+            (path == 0 || path == 3) && cma_chunk > chunk)
+            chunk = cma_chunk;
+    }
     if (mt_pml_is("rdrp")) CHECK(have_rdrp, "pml rdrp selected but its MCA variables are not visible through MPI_T");
     pvar_open(&hw_bytes, "pml_rdrp_max_bytes_inflight");
     pvar_open(&hw_chunks, "pml_rdrp_max_chunks_inflight");

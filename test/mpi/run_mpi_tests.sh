@@ -199,6 +199,10 @@ for t in "${tests[@]}"; do
                     reason="timeout after ${limit}s"
                 elif [ $rc != 0 ]; then
                     reason="exit code $rc"
+                elif grep -q 'was not returned to mpool' "$log"; then
+                    # UCX lists every request still outstanding when a worker
+                    # is destroyed: a PML must finish all of its operations
+                    reason="UCX objects left at finalize (was not returned to mpool)"
                 fi
                 ;;
         esac

@@ -1286,4 +1286,31 @@ TEST(CdagGenerate, RejectsBadArgumentsAndUnsupportedCombinations) {
     EXPECT_EQ(generate(c, algo(Algo::Ring), &s), Status::BadArgs);
 }
 
+/* coll_cdag_verbose explains a plan with effective_choice(): it must be the
+ * variant generate() really builds -- select()'s under Auto (same schedule
+ * as generating with that choice spelled out), the forced one otherwise. */
+TEST(CdagSelect, EffectiveChoiceIsWhatGenerateBuilds) {
+    const Coll colls[] = {Coll::Barrier, Coll::Bcast, Coll::Reduce, Coll::Allreduce, Coll::Allgather,
+                          Coll::Alltoall, Coll::ReduceScatterBlock, Coll::Scan};
+    for (Coll c : colls)
+        for (int p : {2, 3, 8})
+            for (uint64_t count : {uint64_t(1), uint64_t(3000), uint64_t(100000)}) {
+                World w = make_world(c, p, 0, count, is_reduction(c) ? &kSum : nullptr, false, p + count);
+                for (int r = 0; r < p; ++r) {
+                    const CollSpec &s = w.spec[r];
+                    const AlgoChoice e = effective_choice(s, algo(Algo::Auto));
+                    const AlgoChoice sel = select(s);
+                    ASSERT_TRUE(e.algo == sel.algo && e.radix == sel.radix && e.seg_bytes == sel.seg_bytes &&
+                                e.window == sel.window && e.tree == sel.tree)
+                        << describe(w, e);
+                    Schedule a, b;
+                    ASSERT_EQ(generate(s, algo(Algo::Auto), &a), Status::Ok) << describe(w, e);
+                    ASSERT_EQ(generate(s, e, &b), Status::Ok) << describe(w, e);
+                    EXPECT_EQ(a.ops().size(), b.ops().size()) << describe(w, e);
+                    const AlgoChoice forced = algo(Algo::Linear);
+                    EXPECT_EQ(effective_choice(s, forced).algo, Algo::Linear);
+                }
+            }
+}
+
 }  // namespace

@@ -1192,6 +1192,37 @@ void on_peer_error(void *arg, uint64_t peer_id, ucs_status_t status)
     e->calls.fetch_add(1);
 }
 
+/* A remote (PEER-mode) endpoint runs over TCP here, where UCX 1.13 emulates
+ * GET by active messages: pml/rdrp must not pull by ucp_get_nbx from such a
+ * peer under data_path auto (issue 21).  An on-node endpoint has rma lanes
+ * (sysv/posix), so the probe can say yes too. */
+TEST_F(UcxContext, EndpointNativeGetProbe)
+{
+    rdrp_ucx_worker_t *a = rdrp_ucx_worker_create(0, nullptr, nullptr);
+    rdrp_ucx_worker_t *b = rdrp_ucx_worker_create(0, nullptr, nullptr);
+    ASSERT_TRUE(a && b) << rdrp_ucx_last_error();
+    void *addr, *net;
+    size_t len, net_len;
+    ASSERT_EQ(rdrp_ucx_worker_address(b, 0, &addr, &len), 0);
+    ASSERT_EQ(rdrp_ucx_worker_address(b, 1, &net, &net_len), 0);
+    ucp_ep_h local = rdrp_ucx_connect(a, addr, len, 0, 1);
+    ucp_ep_h remote = rdrp_ucx_connect(a, net, net_len, 1, 2);
+    rdrp_ucx_worker_address_release(b, addr);
+    rdrp_ucx_worker_address_release(b, net);
+    ASSERT_NE(local, nullptr) << rdrp_ucx_last_error();
+    EXPECT_EQ(rdrp_ucx_ep_native_get(nullptr), -1);
+    const char *tls = getenv("UCX_TLS");
+    if (!tls) EXPECT_EQ(rdrp_ucx_ep_native_get(local), 1) << "on-node endpoint without get lanes";
+    if (remote) {
+        /* with only network transports, and no RDMA device on this kind of
+         * machine, a PEER-mode endpoint is TCP: emulated GET */
+        bool rdma = access("/sys/class/infiniband", F_OK) == 0;
+        if (!rdma) EXPECT_EQ(rdrp_ucx_ep_native_get(remote), 0) << "TCP endpoint reported a native get";
+    }
+    rdrp_ucx_worker_destroy(a, 1.0);
+    rdrp_ucx_worker_destroy(b, 1.0);
+}
+
 TEST_F(UcxContext, RemoteEndpointReportsPeerFailure)
 {
     constexpr uint64_t kPeer = 42;

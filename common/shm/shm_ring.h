@@ -1,0 +1,204 @@
+/*
+ * A single-producer single-consumer ring of variable-size messages in
+ * memory shared by two processes (or one: a process may talk to itself).
+ * No Open MPI or UCX type; C++17, header-only on the fast path.
+ *
+ * Layout (the ring's bytes, `size` a power of two, 64-byte aligned):
+ *
+ *   | control: consumer head (its own cache line) | data: size bytes |
+ *
+ * A message is one entry in the data area: a 16-byte header, then `hlen`
+ * bytes of header and `plen` bytes of payload, padded so the entry takes
+ * whole cache lines (64 bytes): a small message moves between the two
+ * cores as exactly one line, and no two messages share one.  An entry
+ * never wraps: when it does not fit before the end, the producer writes a
+ * skip marker and starts at offset 0.
+ *
+ * The header's first word is the entry's absolute position in the stream
+ * (a 64-bit byte count that starts at `size`, so the zeroes of a fresh
+ * ring never look like an entry).  The producer
+ * writes everything else first and that word last (release); the consumer
+ * waits for it to equal its own position (acquire).  A stale entry of an
+ * earlier lap holds an older position, so nothing needs to be cleared and
+ * no flag is ever reset.  The consumer publishes its head after it has
+ * taken what it read; the producer reads it only when its cached copy says
+ * the ring is full.
+ *
+ * Capacity: one entry takes entry_bytes(hlen + plen) bytes, plus at most
+ * one skip marker per lap; max_message() is the largest hlen + plen that
+ * always fits.
+ */
+#ifndef RDRP_SHM_RING_H
+#define RDRP_SHM_RING_H
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace rdrp::shm {
+
+struct alignas(64) RingControl {
+    std::atomic<uint64_t> head;  /* consumer: bytes consumed (written by the consumer only) */
+    char pad[64 - sizeof(std::atomic<uint64_t>)];
+};
+static_assert(sizeof(RingControl) == 64, "one cache line");
+
+struct EntryHeader {
+    std::atomic<uint64_t> pos;  /* absolute stream position of this entry: the commit word */
+    uint32_t len;               /* hlen + plen */
+    uint16_t id;                /* message type (kSkip: the rest of the lap is unused) */
+    uint16_t hlen;              /* bytes of header before the payload */
+};
+static_assert(sizeof(EntryHeader) == 16, "16-byte entry header");
+
+constexpr uint16_t kSkip = 0xFFFF;
+constexpr size_t kRingOverhead = sizeof(RingControl);
+
+/* Bytes one message of len (= hlen + plen) bytes takes in the ring. */
+inline constexpr size_t entry_bytes(size_t len) { return (sizeof(EntryHeader) + len + 63) & ~size_t(63); }
+
+/* Bytes of shared memory one ring of `size` data bytes needs. */
+inline constexpr size_t ring_bytes(size_t size) { return kRingOverhead + size; }
+
+/* Make mem (ring_bytes(size) bytes, zeroed) an empty ring; once, by its
+ * creator, before either end attaches. */
+inline void ring_init(void *mem, size_t size)
+{
+    static_cast<RingControl *>(mem)->head.store(size, std::memory_order_release);
+}
+
+/* The producer's view of a ring. */
+class RingProducer {
+public:
+    RingProducer() = default;
+    /* mem: a ring made by ring_init() that nobody has written yet (a
+     * ring has one producer for its lifetime). */
+    void attach(void *mem, size_t size)
+    {
+        ctl_ = static_cast<RingControl *>(mem);
+        data_ = static_cast<char *>(mem) + kRingOverhead;
+        size_ = size;
+        head_seen_ = ctl_->head.load(std::memory_order_acquire);
+        tail_ = head_seen_;
+    }
+    bool attached() const { return data_ != nullptr; }
+    size_t max_message() const { return size_ / 2 - 64; }
+
+    /* A message of len (= hlen + plen) bytes would fit now: the next
+     * push() of at most that size succeeds (there is one producer). */
+    bool has_room(size_t len)
+    {
+        size_t need = entry_bytes(len);
+        size_t off = tail_ & (size_ - 1);
+        size_t skip = (off + need > size_) ? size_ - off : 0;
+        if (tail_ + skip + need - head_seen_ <= size_) return true;
+        head_seen_ = ctl_->head.load(std::memory_order_acquire);
+        return tail_ + skip + need - head_seen_ <= size_;
+    }
+
+    /* Append one message; false if the ring has no room now (try later:
+     * the consumer frees room as it reads).  Precondition:
+     * hlen + plen <= max_message(). */
+    bool push(uint16_t id, const void *hdr, size_t hlen, const void *payload, size_t plen)
+    {
+        size_t need = entry_bytes(hlen + plen);
+        size_t off = tail_ & (size_ - 1);
+        size_t skip = (off + need > size_) ? size_ - off : 0;  /* the rest of this lap */
+        if (tail_ + skip + need - head_seen_ > size_) {
+            head_seen_ = ctl_->head.load(std::memory_order_acquire);
+            if (tail_ + skip + need - head_seen_ > size_) return false;
+        }
+        if (skip) {
+            EntryHeader *s = reinterpret_cast<EntryHeader *>(data_ + off);
+            s->len = static_cast<uint32_t>(skip - sizeof(EntryHeader));
+            s->id = kSkip;
+            s->hlen = 0;
+            s->pos.store(tail_, std::memory_order_release);
+            tail_ += skip;
+            off = 0;
+        }
+        EntryHeader *e = reinterpret_cast<EntryHeader *>(data_ + off);
+        char *body = data_ + off + sizeof(EntryHeader);
+        if (hlen) std::memcpy(body, hdr, hlen);
+        if (plen) std::memcpy(body + hlen, payload, plen);
+        e->len = static_cast<uint32_t>(hlen + plen);
+        e->id = id;
+        e->hlen = static_cast<uint16_t>(hlen);
+        e->pos.store(tail_, std::memory_order_release);
+        tail_ += need;
+        return true;
+    }
+
+private:
+    RingControl *ctl_ = nullptr;
+    char *data_ = nullptr;
+    size_t size_ = 0;
+    uint64_t tail_ = 0;       /* our next position (private to the producer) */
+    uint64_t head_seen_ = 0;  /* the consumer's head when we last looked */
+};
+
+/* The consumer's view of a ring. */
+class RingConsumer {
+public:
+    RingConsumer() = default;
+    void attach(void *mem, size_t size)
+    {
+        ctl_ = static_cast<RingControl *>(mem);
+        data_ = static_cast<char *>(mem) + kRingOverhead;
+        size_ = size;
+        head_ = ctl_->head.load(std::memory_order_relaxed);
+        published_ = head_;
+    }
+    bool attached() const { return data_ != nullptr; }
+
+    /* Hand every available message, in order, to fn(id, hdr, hlen,
+     * payload, plen); the bytes are valid only during the call.  At most
+     * `max` messages; returns how many.  The head is published once, at
+     * the end, so the producer's view of the ring costs one cache-line
+     * transfer per batch.  fn must not re-enter poll() on this ring. */
+    template <class Fn>
+    unsigned poll(Fn &&fn, unsigned max = 64)
+    {
+        unsigned n = 0;
+        while (n < max) {
+            size_t off = head_ & (size_ - 1);
+            EntryHeader *e = reinterpret_cast<EntryHeader *>(data_ + off);
+            if (e->pos.load(std::memory_order_acquire) != head_) break;
+            uint32_t len = e->len;
+            uint16_t id = e->id;
+            if (id == kSkip) {
+                head_ += sizeof(EntryHeader) + len;
+                continue;
+            }
+            uint16_t hlen = e->hlen;
+            const char *body = data_ + off + sizeof(EntryHeader);
+            head_ += entry_bytes(len);
+            ++n;
+            fn(id, body, static_cast<size_t>(hlen), body + hlen, static_cast<size_t>(len - hlen));
+        }
+        if (head_ != published_) {
+            ctl_->head.store(head_, std::memory_order_release);
+            published_ = head_;
+        }
+        return n;
+    }
+
+    /* A message is waiting (cheap: one load). */
+    bool ready() const
+    {
+        const EntryHeader *e = reinterpret_cast<const EntryHeader *>(data_ + (head_ & (size_ - 1)));
+        return e->pos.load(std::memory_order_acquire) == head_;
+    }
+
+private:
+    RingControl *ctl_ = nullptr;
+    char *data_ = nullptr;
+    size_t size_ = 0;
+    uint64_t head_ = 0;
+    uint64_t published_ = 0;
+};
+
+}  // namespace rdrp::shm
+
+#endif

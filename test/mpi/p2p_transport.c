@@ -1,0 +1,111 @@
+/*
+ * p2p_transport: what carries point-to-point traffic between processes of
+ * one node (issue 13), checked through pml/rdrp's MPI_T counters, with
+ * data checked under every PML.
+ *  - every rank exchanges small, eager-limit and large messages with
+ *    every other rank and with itself (ring messages, CMA rendezvous);
+ *  - a burst of eager messages to a receiver that sleeps outside MPI
+ *    overfills the ring (with pml_rdrp_credit 0): messages wait in the sender's backlog and still
+ *    arrive complete and in order;
+ * MPITEST_EXPECT_SHM=1 (pml/rdrp's default on one node): every message
+ * went through a shared-memory ring (pml_rdrp_ucx_sent stays 0), some had
+ * to wait for ring room, and large messages moved by CMA.
+ * MPITEST_EXPECT_SHM=0 (pml_rdrp_shm 0): no ring message at all.
+ */
+#include "mpitest.h"
+#include "mpitest_mpit.h"
+
+#define BURST 2000
+#define BURST_SIZE 4096
+
+int main(int argc, char **argv)
+{
+    int provided;
+    pvar_t shm_sent, shm_back, ucx_sent, cma;
+    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+    mt_init(&argc, &argv, "p2p_transport");
+    const char *e = getenv("MPITEST_EXPECT_SHM");
+    int expect = e ? atoi(e) : -1;
+    pvar_open(&shm_sent, "pml_rdrp_shm_sent");
+    pvar_open(&shm_back, "pml_rdrp_shm_backlogged");
+    pvar_open(&ucx_sent, "pml_rdrp_ucx_sent");
+    pvar_open(&cma, "pml_rdrp_rndv_cma");
+    if (expect >= 0) CHECK(mt_pml_is("rdrp") && shm_sent.ok && ucx_sent.ok && cma.ok, "pml/rdrp transport counters missing");
+
+    mt_section("all pairs, self included");
+    static const size_t sizes[] = {0, 8, 1000, 8192, 8193, 70000, 1 << 20};
+    size_t maxs = 1 << 20;
+    char *sb = mt_malloc(maxs), *rb = mt_malloc(maxs);
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        for (int d = 0; d < mt_size; d++) {
+            int to = (mt_rank + d) % mt_size, from = (mt_rank - d + mt_size) % mt_size;
+            MPI_Request rq;
+            MPI_Status st;
+            mt_fill(sb, sizes[k], mt_rank, 30 + (int)k, d);
+            CHECK_MPI(MPI_Irecv(rb, (int)sizes[k], MPI_BYTE, from, 30 + (int)k, MPI_COMM_WORLD, &rq));
+            CHECK_MPI(MPI_Send(sb, (int)sizes[k], MPI_BYTE, to, 30 + (int)k, MPI_COMM_WORLD));
+            CHECK_MPI(MPI_Wait(&rq, &st));
+            CHECK_STATUS(&st, from, 30 + (int)k, (long long)sizes[k], "size %zu from %d", sizes[k], from);
+            CHECK_BUF(rb, sizes[k], from, 30 + (int)k, d, "size %zu from %d", sizes[k], from);
+        }
+    }
+    free(sb);
+    free(rb);
+
+    mt_section("burst that overfills the ring");
+    if (mt_size >= 2 && mt_rank < 2) {
+        int peer = 1 - mt_rank;
+        if (mt_rank == 0) {
+            char *b = mt_malloc((size_t)BURST * BURST_SIZE);
+            MPI_Request *rq = mt_malloc(sizeof(MPI_Request) * BURST);
+            for (int i = 0; i < BURST; i++) {
+                mt_fill(b + (size_t)i * BURST_SIZE, BURST_SIZE, 0, 50, i);
+                CHECK_MPI(MPI_Isend(b + (size_t)i * BURST_SIZE, BURST_SIZE, MPI_BYTE, peer, 50, MPI_COMM_WORLD, &rq[i]));
+            }
+            CHECK_MPI(MPI_Waitall(BURST, rq, MPI_STATUSES_IGNORE));
+            free(rq);
+            free(b);
+        } else {
+            char *b = mt_malloc((size_t)BURST * BURST_SIZE);
+            MPI_Request *rq = mt_malloc(sizeof(MPI_Request) * BURST);
+            for (int i = 0; i < BURST; i++)
+                CHECK_MPI(MPI_Irecv(b + (size_t)i * BURST_SIZE, BURST_SIZE, MPI_BYTE, peer, 50, MPI_COMM_WORLD, &rq[i]));
+            mt_sleep_ms(200);  /* no MPI call: the ring fills up */
+            CHECK_MPI(MPI_Waitall(BURST, rq, MPI_STATUSES_IGNORE));
+            for (int i = 0; i < BURST; i++)
+                CHECK_BUF(b + (size_t)i * BURST_SIZE, BURST_SIZE, 0, 50, i, "burst message %d (order)", i);
+            free(rq);
+            free(b);
+        }
+    }
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+
+    if (expect >= 0) {
+        unsigned long s = pvar_read(&shm_sent), u = pvar_read(&ucx_sent), c = pvar_read(&cma);
+        unsigned long bk = pvar_read(&shm_back);
+        if (mt_verbose)
+            printf("[rank %d] ring messages %lu (waited %lu), UCX messages %lu, CMA rendezvous %lu\n", mt_rank, s, bk,
+                   u, c);
+        if (expect == 1) {
+            CHECK(s > 0, "no message went through a shared-memory ring");
+            CHECK(u == 0, "%lu messages went through UCX although every peer is on this node", u);
+            CHECK(c > 0, "no rendezvous moved its data by CMA");
+            /* with credits on, the mailbox (smaller than the ring) bounds
+             * the eager data first and the rest goes as small RTS: only
+             * without credits does the burst itself overfill the ring */
+            long long credit_on = 1;
+            cvar_int("pml_rdrp_credit", &credit_on);
+            if (mt_rank == 0 && mt_size >= 2 && !credit_on)
+                CHECK(bk > 0, "the burst never had to wait for ring room");
+        } else {
+            CHECK(s == 0, "%lu ring messages with the shared-memory transport off", s);
+            CHECK(u > 0, "no UCX message with the shared-memory transport off");
+        }
+    }
+    pvar_close(&shm_sent);
+    pvar_close(&shm_back);
+    pvar_close(&ucx_sent);
+    pvar_close(&cma);
+    MPI_T_finalize();
+    return mt_finalize();
+}
