@@ -27,6 +27,18 @@
  * Capacity: one entry takes entry_bytes(hlen + plen) bytes, plus at most
  * one skip marker per lap; max_message() is the largest hlen + plen that
  * always fits.
+ *
+ * Rewind: when the consumer has taken everything and the producer is at
+ * least kRewindAt bytes into the lap, the producer skips the rest of the
+ * lap (the same skip marker) and starts again at offset 0.  A consumer
+ * that keeps up (ping-pong, a receiver waiting for each message) so uses
+ * only the first few KiB of the ring: they stay in the caches and in the
+ * page tables of both processes, where walking the whole ring would touch
+ * a fresh page every 4 KiB (measured: the first 16384 ring messages of a
+ * job cost 0.5 us more each, osu_latency 1-2 B 0.67 us against 0.16 us).
+ * The producer looks at the consumer's head for this at most once per
+ * kRewindAt bytes it writes, so a stream pays one extra cache-line read per
+ * 64 small messages.
  */
 #ifndef RDRP_SHM_RING_H
 #define RDRP_SHM_RING_H
@@ -53,6 +65,7 @@ struct EntryHeader {
 static_assert(sizeof(EntryHeader) == 16, "16-byte entry header");
 
 constexpr uint16_t kSkip = 0xFFFF;
+constexpr size_t kRewindAt = 4096;
 constexpr size_t kRingOverhead = sizeof(RingControl);
 
 /* Bytes one message of len (= hlen + plen) bytes takes in the ring. */
@@ -84,6 +97,8 @@ public:
     }
     bool attached() const { return data_ != nullptr; }
     size_t max_message() const { return size_ / 2 - 64; }
+    /* Where the next message goes, as an offset into the data area. */
+    size_t offset() const { return tail_ & (size_ - 1); }
 
     /* A message of len (= hlen + plen) bytes would fit now: the next
      * push() of at most that size succeeds (there is one producer). */
@@ -105,6 +120,12 @@ public:
         size_t need = entry_bytes(hlen + plen);
         size_t off = tail_ & (size_ - 1);
         size_t skip = (off + need > size_) ? size_ - off : 0;  /* the rest of this lap */
+        if (off >= kRewindAt && !skip && need <= off && tail_ - rewind_tried_ >= kRewindAt) {
+            /* drained?  then go back to the start of the ring (see top) */
+            rewind_tried_ = tail_;
+            if (head_seen_ != tail_) head_seen_ = ctl_->head.load(std::memory_order_acquire);
+            if (head_seen_ == tail_) skip = size_ - off;
+        }
         if (tail_ + skip + need - head_seen_ > size_) {
             head_seen_ = ctl_->head.load(std::memory_order_acquire);
             if (tail_ + skip + need - head_seen_ > size_) return false;
@@ -136,6 +157,7 @@ private:
     size_t size_ = 0;
     uint64_t tail_ = 0;       /* our next position (private to the producer) */
     uint64_t head_seen_ = 0;  /* the consumer's head when we last looked */
+    uint64_t rewind_tried_ = 0;  /* tail_ when we last looked for a drained ring */
 };
 
 /* The consumer's view of a ring. */

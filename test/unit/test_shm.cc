@@ -93,6 +93,39 @@ TEST(ShmRing, FullRingRefusesUntilTheConsumerReads)
     EXPECT_TRUE(r.prod.push(1, nullptr, 0, big.data(), big.size()));
 }
 
+// A consumer that keeps up: the producer goes back to the start of the
+// ring instead of walking all of it (fresh pages, cold lines), and a
+// stream that outruns its consumer still uses the whole ring.
+TEST(ShmRing, ConsumerThatKeepsUpUsesTheStartOfTheRing)
+{
+    LocalRing r(1 << 20);
+    size_t max_off = 0;
+    uint64_t n = 0;
+    for (int i = 0; i < 100000; ++i) {
+        uint64_t v = static_cast<uint64_t>(i);
+        ASSERT_TRUE(r.prod.push(1, nullptr, 0, &v, sizeof(v)));
+        max_off = std::max(max_off, r.prod.offset());
+        r.cons.poll([&](uint16_t, const void *, size_t, const void *p, size_t pl) {
+            uint64_t got;
+            ASSERT_EQ(pl, sizeof(got));
+            std::memcpy(&got, p, sizeof(got));
+            EXPECT_EQ(got, n);
+            ++n;
+        });
+    }
+    EXPECT_EQ(n, 100000u);
+    EXPECT_LE(max_off, 2 * rdrp::shm::kRewindAt) << "a drained ring was walked to offset " << max_off;
+
+    /* outrun: 1000 messages of 512 B with nobody reading fill far beyond
+     * the rewind point */
+    LocalRing s(1 << 20);
+    std::string pl(512, 'x');
+    int pushed = 0;
+    while (pushed < 1000 && s.prod.push(1, nullptr, 0, pl.data(), pl.size())) ++pushed;
+    EXPECT_EQ(pushed, 1000);
+    EXPECT_GT(s.prod.offset(), 1000u * 512u);
+}
+
 // Property: any sequence of random-size messages, consumed in random
 // batches, arrives complete and in order, across many wrap-arounds; the
 // ring accepts a message whenever the model says there is room for it.
