@@ -10,7 +10,10 @@
 #include "pml_rdrp_request.h"
 #include "pml_rdrp_transport.h"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstdlib>
@@ -274,6 +277,14 @@ ucp_ep_h ucx_ep(Endpoint *ep)
     if (OPAL_LIKELY(ep->ep != nullptr)) return ep->ep;
     ep->ep = rdrp_ucx_connect(g.uw, ep->ucx_addr.data(), ep->ucx_addr.size(), ep->remote, ep->peer_id);
     if (!ep->ep) {
+        /* a peer on this node that died cannot be connected to (UCX cannot
+         * open its shared memory): say it died, not that it is misconfigured */
+        if (!ep->remote && ep->pid > 0 && kill(ep->pid, 0) != 0 && errno == ESRCH) {
+            std::string why = "its process (pid " + std::to_string(ep->pid) + ") no longer exists; " +
+                              rdrp_ucx_last_error();
+            mca_pml_rdrp_fatal("peer-failed", OPAL_NAME_PRINT(ep->proc->super.proc_name), why.c_str());
+            return nullptr;
+        }
         fatal_connect(ep->proc, rdrp_ucx_last_error());
         return nullptr;
     }
