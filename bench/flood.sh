@@ -2,7 +2,11 @@
 # flood.sh: the producer/consumer floods of issue 12, pml rdrp vs ob1 vs
 # pml ucx, interleaved, best of N (time) and the largest peak RSS seen.
 #
-#   bash bench/flood.sh [--component-path DIR] [--reps N] [--quick] [--run SECONDS]
+#   bash bench/flood.sh [--component-path DIR] [--reps N] [--quick] [--run SECONDS] [--rt]
+#
+#   --rt: mpirun and the two ranks run round-robin real-time (chrt -r,
+#         mpirun above the ranks), so other work on a shared machine cannot
+#         preempt them; every PML is run the same way
 #
 #   part 1: 2000 and 20000 windows x 64 x 16 B and 1 KiB, consumer at full
 #           speed, and 2000 x 64 x 1 KiB with a consumer that sleeps 200 us
@@ -22,12 +26,14 @@ COMP=""
 REPS=3
 QUICK=0
 RUN=60
+RT=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --component-path) COMP=$2; shift 2 ;;
         --reps) REPS=$2; shift 2 ;;
         --quick) QUICK=1; shift ;;
         --run) RUN=$2; shift 2 ;;
+        --rt) RT=(chrt -r 10); shift ;;
         *) echo "flood.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -37,6 +43,7 @@ if [ ! -x "$HERE/build/flood" ] || [ "$HERE/flood.c" -nt "$HERE/build/flood" ]; 
     mpicc -O2 -Wall -o "$HERE/build/flood" "$HERE/flood.c" || exit 1
 fi
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to core)
+[ ${#RT[@]} -gt 0 ] && MPIRUN=(chrt -r 20 "${MPIRUN[@]}")
 declare -A PML=(
     [ob1]="--mca pml ob1 --mca btl self,vader"
     [ucx]="--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any"
@@ -55,7 +62,7 @@ for c in $cases; do
     for rep in $(seq "$REPS"); do
         for p in $ORDER; do
             # shellcheck disable=SC2086
-            line=$(timeout 600 "${MPIRUN[@]}" ${PML[$p]} "$HERE/build/flood" -n "$n" -b "$b" -s "$s" 2>/dev/null | grep '^flood')
+            line=$(timeout 600 "${MPIRUN[@]}" ${PML[$p]} "${RT[@]}" "$HERE/build/flood" -n "$n" -b "$b" -s "$s" 2>/dev/null | grep '^flood')
             t=$(sed -n 's/.* time \([0-9.]*\) s.*/\1/p' <<<"$line")
             rp=$(sed -n 's/.*maxrss producer \([0-9]*\) KiB.*/\1/p' <<<"$line")
             rc=$(sed -n 's/.*consumer \([0-9]*\) KiB.*/\1/p' <<<"$line")
@@ -85,7 +92,7 @@ for v in throttle-rank throttle-node get put am rma noshm; do
         bt=""; bp=0; bc=0
         for rep in $(seq "$REPS"); do
             # shellcheck disable=SC2086
-            line=$(timeout 600 "${MPIRUN[@]}" --mca pml rdrp ${VAR[$v]} "$HERE/build/flood" -n 2000 -b 1024 -s "$s" 2>/dev/null | grep '^flood')
+            line=$(timeout 600 "${MPIRUN[@]}" --mca pml rdrp ${VAR[$v]} "${RT[@]}" "$HERE/build/flood" -n 2000 -b 1024 -s "$s" 2>/dev/null | grep '^flood')
             t=$(sed -n 's/.* time \([0-9.]*\) s.*/\1/p' <<<"$line"); [ -z "$t" ] && t=999999
             rp=$(sed -n 's/.*maxrss producer \([0-9]*\) KiB.*/\1/p' <<<"$line"); rc=$(sed -n 's/.*consumer \([0-9]*\) KiB.*/\1/p' <<<"$line")
             if [ -z "$bt" ] || awk -v a="$t" -v b="$bt" 'BEGIN{exit !(a<b)}'; then bt=$t; fi
@@ -99,6 +106,6 @@ echo "## part 2: a producer that never stops, consumer sleeping 200 us per windo
 for p in ob1 rdrp; do
     echo "### $p"
     # shellcheck disable=SC2086
-    timeout $((RUN + 120)) "${MPIRUN[@]}" ${PML[$p]} "$HERE/build/flood" -r "$RUN" -b 1024 -s 200 2>/dev/null |
+    timeout $((RUN + 120)) "${MPIRUN[@]}" ${PML[$p]} "${RT[@]}" "$HERE/build/flood" -r "$RUN" -b 1024 -s 200 2>/dev/null |
         grep -E '^t=|^flood' | grep -E 'producer|^flood' | awk 'NR % 5 == 1 || /^flood/'
 done

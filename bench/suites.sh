@@ -33,6 +33,7 @@ COMPONENT_PATH=""
 MPIRUN_ARGS=""
 OUT=""
 QUICK=0
+RT=0
 CHECK=1
 TIMING=1
 PLOT=1
@@ -59,6 +60,10 @@ Configurations
   --component-path DIR  where mca_pml_rdrp.so etc. are (default: wherever
                      Open MPI finds them: installed package, environment)
   --mpirun-args ARGS extra mpirun arguments for every run
+  --rt               run mpirun and the ranks round-robin real-time (chrt -r:
+                     mpirun above the ranks) when ranks <= cores, so other
+                     work on a shared machine cannot preempt a timed rank;
+                     every configuration is run the same way
 What and how long
   --reps N           timed repetitions, best reported (default 3)
   --np N             ranks of point-to-point runs (default 2)
@@ -88,6 +93,7 @@ while [[ $# -gt 0 ]]; do
     --colls)        COLLS=$2; shift ;;
     --component-path) COMPONENT_PATH=$2; shift ;;
     --mpirun-args)  MPIRUN_ARGS=$2; shift ;;
+    --rt)           RT=1 ;;
     --reps)         REPS=$2; shift ;;
     --np)           NP=$2; shift ;;
     --coll-np)      COLL_NP=$2; shift ;;
@@ -217,6 +223,7 @@ CHECKS=$OUT/check.txt
 mpirun_for() {   # NP -> mpirun and its placement options
     local np=$1
     local a=(mpirun -np "$np" --oversubscribe)
+    (( RT && np <= $(nproc) )) && a=(chrt -r 20 "${a[@]}")
     [[ $(id -u) == 0 ]] && a+=(--allow-run-as-root)
     if (( np > $(nproc) )); then
         # more ranks than cores: no binding, ranks yield when idle
@@ -231,6 +238,8 @@ mpirun_for() {   # NP -> mpirun and its placement options
 cmd_of() {
     local b=$1 chk=$2 np args it
     np=$(np_of "$b")
+    local rt=""
+    (( RT && np <= $(nproc) )) && rt="chrt -r 10 "
     case $b in
     osu_*)
         local max=$MAXB_P2P
@@ -242,7 +251,7 @@ cmd_of() {
         elif (( QUICK )); then
             args+=" -i 200 -x 20"
         fi
-        echo "${BIN[$b]} $args" ;;
+        echo "$rt${BIN[$b]} $args" ;;
     imb_*)
         local max=$MAXB_P2P bin=$IMB_BIN
         [[ ${B_KIND[$b]} == coll ]] && max=$MAXB_COLL
@@ -250,7 +259,7 @@ cmd_of() {
         it="-time 2 -iter 1000"
         (( QUICK )) && it="-time 0.5 -iter 200"
         (( chk )) && it="-time 0.5 -iter 20"
-        echo "$bin -npmin $np -msglog 0:$(log2 "$max") $it -mem 2 $(imb_name "$b")" ;;
+        echo "$rt$bin -npmin $np -msglog 0:$(log2 "$max") $it -mem 2 $(imb_name "$b")" ;;
     esac
 }
 
@@ -313,6 +322,7 @@ preflight() {
 }
 echo "# suites.sh: results in $OUT"
 echo "# point-to-point np $NP: ${P2P_CFGS[*]}; collectives np $COLL_NP: ${COLL_CFGS[*]}"
+echo "# $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)$( (( RT )) && echo ", ranks real-time round-robin (--rt) where ranks <= cores")"
 need_p2p=0; need_coll=0
 for b in "${SEL[@]}"; do [[ ${B_KIND[$b]} == p2p ]] && need_p2p=1 || need_coll=1; done
 (( need_coll && COLL_NP > $(nproc) )) && echo "# note: $COLL_NP ranks on $(nproc) cores (oversubscribed): collective times include scheduling"

@@ -65,6 +65,7 @@ struct Local {
     uint32_t local_rank = 0;
     size_t ring_size = 0;
     std::vector<shm::RingConsumer> rx;  /* ring i: what local rank i sends us */
+    std::vector<Endpoint *> tx_to;      /* i: the ring peer of local rank i (ours to it), if any */
     std::vector<Endpoint *> backlogged;
     unsigned ucx_skip = 0;
 };
@@ -154,6 +155,7 @@ bool transport_init(const void *ucx_addr, size_t ucx_addr_len, void **blob, size
             h->nlocal = L.nlocal;
             h->ring_size = static_cast<uint32_t>(L.ring_size);
             L.rx.resize(L.nlocal);
+            L.tx_to.assign(L.nlocal, nullptr);
             for (uint32_t i = 0; i < L.nlocal; ++i) {
                 void *r = ring_at(L.seg.base, L.ring_size, i);
                 shm::ring_init(r, L.ring_size);
@@ -184,6 +186,7 @@ void transport_fini()
     L.backlogged.clear();
     transport_backlog = 0;
     L.rx.clear();
+    L.tx_to.clear();
     if (L.on) shm::segment_release(&L.seg);
     L.on = false;
 }
@@ -229,6 +232,7 @@ Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
         if (base && static_cast<SegmentHeader *>(base)->magic == kMagic) {
             ep->tx.attach(ring_at(base, id.ring_size, L.local_rank), id.ring_size);
             ep->shm = true;
+            if (id.local_rank < L.tx_to.size()) L.tx_to[id.local_rank] = ep;
             /* single copy needs ptrace-like permission: try it on the header */
             uint64_t magic = 0;
             ep->cma = shm::cma_read(id.pid, &magic, id.seg_base, sizeof(magic)) == 0 && magic == kMagic;
@@ -269,6 +273,7 @@ void transport_disconnect(Endpoint *ep)
         shm::segment_release(&s);
         ep->seg_base = nullptr;
     }
+    std::replace(L.tx_to.begin(), L.tx_to.end(), ep, static_cast<Endpoint *>(nullptr));
     ep->shm = false;
 }
 
@@ -352,7 +357,13 @@ int transport_progress()
             }
         }
     }
-    for (shm::RingConsumer &r : L.rx) n += static_cast<int>(r.poll(dispatch));
+    for (size_t i = 0; i < L.rx.size(); ++i) {
+        unsigned got = L.rx[i].poll(dispatch);
+        /* the peer just talked to us, so it is progressing: it has likely
+         * taken all we sent, and our ring to it may rewind (shm_ring.h) */
+        if (got && L.tx_to[i]) L.tx_to[i]->tx.hint_drained();
+        n += static_cast<int>(got);
+    }
     return n;
 }
 

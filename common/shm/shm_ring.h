@@ -38,7 +38,14 @@
  * job cost 0.5 us more each, osu_latency 1-2 B 0.67 us against 0.16 us).
  * The producer looks at the consumer's head for this at most once per
  * kRewindAt bytes it writes, so a stream pays one extra cache-line read per
- * 64 small messages.
+ * 64 small messages.  A count of bytes alone can lock onto the wrong phase
+ * of a bursty sender: 64 messages of 64 bytes, then a reply (osu_bw) put
+ * every look in the middle of a burst, never after the drain, and the
+ * first 16384 messages walked the ring (osu_bw 1-2 B at a fifth of its
+ * later rate).  So the owner of the producer also says when the consumer
+ * has likely drained (hint_drained(): the peer sent us something, so it was
+ * progressing), and the next push looks then, at most once per
+ * kHintedEvery bytes so that a two-way stream stays cheap.
  */
 #ifndef RDRP_SHM_RING_H
 #define RDRP_SHM_RING_H
@@ -66,6 +73,7 @@ static_assert(sizeof(EntryHeader) == 16, "16-byte entry header");
 
 constexpr uint16_t kSkip = 0xFFFF;
 constexpr size_t kRewindAt = 4096;
+constexpr size_t kHintedEvery = 512;
 constexpr size_t kRingOverhead = sizeof(RingControl);
 
 /* Bytes one message of len (= hlen + plen) bytes takes in the ring. */
@@ -120,9 +128,12 @@ public:
         size_t need = entry_bytes(hlen + plen);
         size_t off = tail_ & (size_ - 1);
         size_t skip = (off + need > size_) ? size_ - off : 0;  /* the rest of this lap */
-        if (off >= kRewindAt && !skip && need <= off && tail_ - rewind_tried_ >= kRewindAt) {
+        bool hinted = hinted_ && tail_ - hint_tried_ >= kHintedEvery;
+        hinted_ = false;
+        if (off >= kRewindAt && !skip && need <= off && (hinted || tail_ - rewind_tried_ >= kRewindAt)) {
             /* drained?  then go back to the start of the ring (see top) */
-            rewind_tried_ = tail_;
+            if (hinted) hint_tried_ = tail_;
+            else rewind_tried_ = tail_;
             if (head_seen_ != tail_) head_seen_ = ctl_->head.load(std::memory_order_acquire);
             if (head_seen_ == tail_) skip = size_ - off;
         }
@@ -151,13 +162,19 @@ public:
         return true;
     }
 
+    /* The consumer has probably taken everything (it just sent us a
+     * message): the next push() looks whether it can rewind. */
+    void hint_drained() { hinted_ = true; }
+
 private:
     RingControl *ctl_ = nullptr;
     char *data_ = nullptr;
     size_t size_ = 0;
+    bool hinted_ = false;
     uint64_t tail_ = 0;       /* our next position (private to the producer) */
     uint64_t head_seen_ = 0;  /* the consumer's head when we last looked */
-    uint64_t rewind_tried_ = 0;  /* tail_ when we last looked for a drained ring */
+    uint64_t rewind_tried_ = 0;  /* tail_ when we last looked for a drained ring, by count */
+    uint64_t hint_tried_ = 0;    /* ... on a hint */
 };
 
 /* The consumer's view of a ring. */

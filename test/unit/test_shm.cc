@@ -126,6 +126,41 @@ TEST(ShmRing, ConsumerThatKeepsUpUsesTheStartOfTheRing)
     EXPECT_GT(s.prod.offset(), 1000u * 512u);
 }
 
+// A consumer that drains between bursts (osu_bw: 64 small messages, then
+// the receiver's reply) must let the ring rewind too, whatever the burst
+// length: a burst of exactly kRewindAt bytes once phase-locked the drain
+// check to the middle of every burst, so the producer walked (and faulted
+// in) the whole 1 MiB ring for the first 16384 messages of a job.
+TEST(ShmRing, BurstsThatDrainBetweenThemRewind)
+{
+    for (size_t burst : {64u, 16u, 100u})
+    for (size_t entry : {64u, 128u, 1088u})
+        for (int prefix : {0, 1, 17}) {  /* earlier traffic shifts the phase */
+            LocalRing r(1 << 20);
+            size_t pl = entry - 16, max_off = 0, late_max = 0;
+            std::string payload(pl, 'b');
+            for (int i = 0; i < prefix; ++i) {
+                ASSERT_TRUE(r.prod.push(1, nullptr, 0, payload.data(), 8));
+                r.cons.poll([](uint16_t, const void *, size_t, const void *, size_t) {});
+            }
+            const int bursts = 400;
+            for (int b = 0; b < bursts; ++b) {
+                for (size_t i = 0; i < burst; ++i) {
+                    ASSERT_TRUE(r.prod.push(1, nullptr, 0, payload.data(), payload.size()));
+                    max_off = std::max(max_off, r.prod.offset());
+                    if (b >= bursts / 2) late_max = std::max(late_max, r.prod.offset());
+                }
+                r.cons.poll([](uint16_t, const void *, size_t, const void *, size_t) {}, 1u << 20);
+                r.prod.hint_drained();  /* the reply of the consumer */
+            }
+            /* the ring settles at its start within a bounded number of bursts */
+            EXPECT_LE(late_max, burst * entry + 2 * rdrp::shm::kRewindAt + entry)
+                << "burst " << burst << " x " << entry << " B, prefix " << prefix
+                << ": walked to offset " << late_max;
+            EXPECT_LT(max_off, size_t(1) << 19) << "burst " << burst << " x " << entry << " B";
+        }
+}
+
 // Property: any sequence of random-size messages, consumed in random
 // batches, arrives complete and in order, across many wrap-arounds; the
 // ring accepts a message whenever the model says there is room for it.
