@@ -20,8 +20,8 @@
 #   cluster.sh qdisc DIR NODE               tc -s qdisc of the switch port towards NODE
 #   cluster.sh down DIR                     tear down: processes of the nodes,
 #       holders, namespaces, veths, bridge, state.  Idempotent.
-#   cluster.sh leftovers                    list anything any cluster left behind
-#       (exit 1 if something is left)
+#   cluster.sh leftovers [ID]               list anything cluster ID (default:
+#       any cluster) left behind; exit 1 if something is left
 #
 # Names: netns and links are "rdc<ID>..." (ID = 1..250, the first free one),
 # the subnet is 10.231.<ID>.0/24, node I has 10.231.<ID>.I and the interface
@@ -249,11 +249,11 @@ cmd_down() {
     return 0
 }
 
-cmd_leftovers() {
-    local left=0
-    ip netns list 2>/dev/null | grep -E '^rdc[0-9]+n' && left=1
-    ip -o link 2>/dev/null | grep -oE 'rdc[0-9]+(br|p[0-9]+)' && left=1
-    ls /run/rdrp-cluster.[0-9]* 2>/dev/null && left=1
+cmd_leftovers() {  # [id]
+    local left=0 id=${1:-[0-9]+}
+    ip netns list 2>/dev/null | grep -E "^rdc${id}n" && left=1
+    ip -o link 2>/dev/null | grep -oE "rdc${id}(br|p[0-9]+)" && left=1
+    ls /run/rdrp-cluster.* 2>/dev/null | grep -E "\.${id}\$" && left=1
     return $left
 }
 
@@ -267,6 +267,6 @@ case $what in
     unshape) [ $# = 2 ] || die "unshape DIR NODE"; cmd_unshape "$@" ;;
     link) [ $# = 3 ] || die "link DIR NODE up|down"; cmd_link "$@" ;;
     qdisc) [ $# = 2 ] || die "qdisc DIR NODE"; cmd_qdisc "$@" ;;
-    leftovers) cmd_leftovers ;;
+    leftovers) cmd_leftovers "$@" ;;
     *) sed -n '2,/^set -u/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; [ -z "$what" ] || exit 2 ;;
 esac
