@@ -190,7 +190,7 @@ cmd_exec() {  # dir node cmd...
     shift 2
     holder=$(node_field "$dir" "$node" 2)
     [ -n "$holder" ] || die "no node $node in $dir"
-    TMPDIR=$dir/$node/tmp exec nsenter -t "$holder" --net --uts --ipc --mount -- "$@"
+    TMPDIR=$dir/$node/tmp exec nsenter -t "$holder" --net --uts --ipc --mount --wd="$PWD" -- "$@"
 }
 
 cmd_link() {

@@ -12,7 +12,8 @@
 #   --only RE     only configurations whose name matches RE
 #   --no-faults   skip the fault tests
 # Needs root and ip/nsenter/unshare.  Where network namespaces cannot be made
-# it prints "SKIP cluster: <why>" and "0 passed, 0 failed", exit 0.
+# it prints "SKIP cluster: <why>" and "0 passed, 0 failed", exit 0 -- unless
+# RDRP_CLUSTER_REQUIRED=1 (.ci/run sets it: CI runs as root), then it fails.
 # RDRP_BUILD_DIR: the configured build (default ./build); the components are
 # taken from its .libs as in test/run_all.sh.
 set -u
@@ -38,6 +39,11 @@ elif ! ip netns add "rdcprobe$$" 2>/dev/null; then why="cannot create a network 
 else ip netns del "rdcprobe$$"
 fi
 if [ -n "$why" ]; then
+    if [ "${RDRP_CLUSTER_REQUIRED:-0}" = 1 ]; then  # CI: root, so it must run
+        echo "FAIL cluster: $why (RDRP_CLUSTER_REQUIRED=1)"
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
     echo "SKIP cluster: $why (the cross-node suite needs network namespaces)"
     echo "0 passed, 0 failed"
     exit 0
