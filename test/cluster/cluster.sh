@@ -17,6 +17,12 @@
 #   cluster.sh unshape DIR NODE             remove a node's shaping
 #   cluster.sh exec DIR NODE CMD...         run CMD inside NODE (environment kept)
 #   cluster.sh link DIR NODE up|down        switch a node's port (fault tests)
+#   cluster.sh failfast DIR                 make every node's TCP give up on a
+#       dead link the way a cluster tuned for failure detection does:
+#       unacknowledged data after about 13 s (tcp_retries2 5; the default 15
+#       takes some 15 minutes), idle keepalive connections after 11 s (these
+#       sysctls are per namespace).  Not the default: on a machine starved by
+#       other work for seconds, a live link could then time out too.
 #   cluster.sh qdisc DIR NODE               tc -s qdisc of the switch port towards NODE
 #   cluster.sh down DIR                     tear down: processes of the nodes,
 #       holders, namespaces, veths, bridge, state.  Idempotent.
@@ -200,22 +206,25 @@ cmd_link() {
     ip link set "$port" "$state"
 }
 
+cmd_failfast() {
+    local ns
+    while read -r _ _ _ _ ns; do
+        ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=5 net.ipv4.tcp_keepalive_time=5 \
+            net.ipv4.tcp_keepalive_intvl=2 net.ipv4.tcp_keepalive_probes=3 || die "sysctl in $ns failed"
+    done <"$1/nodes"
+}
+
 cmd_qdisc() {
     local port
     port=$(node_field "$1" "$2" 4)
     tc -s qdisc show dev "$port"
 }
 
-# every process whose network namespace is one of ours (mpirun, orteds,
-# ranks, holders): their /proc/PID/ns/net matches a holder's
+# every process in one of the cluster's network namespaces (mpirun, orteds,
+# ranks, holders)
 procs_of_cluster() {  # dir
-    local holder netns p
-    while read -r _ holder _; do
-        netns=$(readlink "/proc/$holder/ns/net" 2>/dev/null) || continue
-        for p in /proc/[0-9]*; do
-            [ "$(readlink "$p/ns/net" 2>/dev/null)" = "$netns" ] && echo "${p#/proc/}"
-        done
-    done <"$1/nodes"
+    local ns
+    while read -r _ _ _ _ ns; do ip netns pids "$ns" 2>/dev/null; done <"$1/nodes"
 }
 
 cmd_down() {
@@ -267,6 +276,7 @@ case $what in
     unshape) [ $# = 2 ] || die "unshape DIR NODE"; cmd_unshape "$@" ;;
     link) [ $# = 3 ] || die "link DIR NODE up|down"; cmd_link "$@" ;;
     qdisc) [ $# = 2 ] || die "qdisc DIR NODE"; cmd_qdisc "$@" ;;
+    failfast) [ $# = 1 ] || die "failfast DIR"; cmd_failfast "$@" ;;
     leftovers) cmd_leftovers "$@" ;;
     *) sed -n '2,/^set -u/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; [ -z "$what" ] || exit 2 ;;
 esac

@@ -56,6 +56,7 @@ mkdir -p "$logs" "$TEST_BUILD_DIR"
 
 dir=$(mktemp -d /tmp/rdrp-cluster.XXXXXX)
 teardown() {
+    [ -n "${runner:-}" ] && kill -TERM "$runner" 2>/dev/null
     [ -n "${stream_pid:-}" ] && kill -KILL "$stream_pid" 2>/dev/null
     bash "$here/cluster.sh" down "$dir"
 }
@@ -86,9 +87,15 @@ for f in "${confs[@]}"; do
         [ -n "$only" ] && ! grep -Eq -- "$only" <<<"$name" && continue
         echo "== cross-node: $name ($args), np $nps"
         out=$logs/$name.out
+        # (in the background and waited for, so that INT/TERM reach the trap at once)
         # shellcheck disable=SC2086
         bash "$top/test/mpi/run_mpi_tests.sh" --np "$nps" --only "$re" --label "$name" -- \
-            $args -x MPITEST_EXPECT_NODES=2 2>&1 | tee "$out" | grep -vE '^[0-9]+ passed, [0-9]+ failed'
+            $args -x MPITEST_EXPECT_NODES=2 >"$out" 2>&1 &
+        runner=$!
+        tail -n +1 -f --pid=$runner "$out" | grep --line-buffered -vE '^[0-9]+ passed, [0-9]+ failed' &
+        wait $runner
+        wait
+        runner=""
         line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
         if [ -z "$line" ]; then result fail "$name" "runner printed no result line"; continue; fi
         pass=$((pass + $(cut -d' ' -f1 <<<"$line")))
@@ -98,13 +105,10 @@ done
 
 # ------------------------------------------------------------ fault tests
 node_procs() {  # node: pids of the node's processes other than its holder
-    local holder netns p
+    local holder ns
     holder=$(awk -v n="$1" '$1 == n { print $2 }' "$dir/nodes")
-    netns=$(readlink "/proc/$holder/ns/net")
-    for p in /proc/[0-9]*; do
-        [ "${p#/proc/}" = "$holder" ] && continue
-        [ "$(readlink "$p/ns/net" 2>/dev/null)" = "$netns" ] && echo "${p#/proc/}"
-    done
+    ns=$(awk -v n="$1" '$1 == n { print $5 }' "$dir/nodes")
+    ip netns pids "$ns" 2>/dev/null | grep -vx "$holder"
 }
 node_shm() { bash "$here/cluster.sh" exec "$dir" "$1" sh -c 'ls -A /dev/shm'; }
 
@@ -173,7 +177,7 @@ node2_port_down() {
     echo "    | switch port of node2 down"
     bash "$here/cluster.sh" link "$dir" node2 down
 }
-fault_message='exited on signal|noticed that process|detected that one or more processes exited|peer.*(failed|died|unreachable|lost)|lost (contact|connection)|connection.*(lost|reset|timed out)|unreachable'
+fault_message='exited on signal|noticed that process|detected that one or more processes exited|peer.*(failed|died|unreachable|lost)|lost (its )?(contact|connection)|connection.*(lost|reset|timed out)|unreachable'
 if [ $faults = 1 ]; then
     for pml in rdrp ob1-credit; do
         case $pml in
@@ -184,6 +188,7 @@ if [ $faults = 1 ]; then
         echo "== fault tests ($pml)"
         fault_test "kill9-$pml" kill_rank_on_node2 "${args[@]}"
         [ $ci = 1 ] && continue
+        bash "$here/cluster.sh" failfast "$dir"   # TCP gives up on a dead link in ~13 s, not ~15 min
         fault_test "linkdown-$pml" node2_port_down "${args[@]}"
     done
 fi
