@@ -19,9 +19,11 @@
 #   cluster.sh link DIR NODE up|down        switch a node's port (fault tests)
 #   cluster.sh failfast DIR                 make every node's TCP give up on a
 #       dead link the way a cluster tuned for failure detection does:
-#       unacknowledged data after about 13 s (tcp_retries2 5; the default 15
-#       takes some 15 minutes), idle keepalive connections after 11 s (these
-#       sysctls are per namespace).  Not the default: on a machine starved by
+#       unacknowledged data after about 6 s (tcp_retries2 4; the default 15
+#       takes some 15 minutes), idle keepalive connections after 6 s (these
+#       sysctls are per namespace).  Measured with 5 / 5+2x3 s: the job
+#       ended 28 s after the link went down (the rank's timeout, then
+#       mpirun's loss of the node's daemon), too close to 30 s.  Not the default: on a machine starved by
 #       other work for seconds, a live link could then time out too.
 #   cluster.sh qdisc DIR NODE               tc -s qdisc of the switch port towards NODE
 #   cluster.sh down DIR                     tear down: processes of the nodes,
@@ -209,8 +211,8 @@ cmd_link() {
 cmd_failfast() {
     local ns
     while read -r _ _ _ _ ns; do
-        ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=5 net.ipv4.tcp_keepalive_time=5 \
-            net.ipv4.tcp_keepalive_intvl=2 net.ipv4.tcp_keepalive_probes=3 || die "sysctl in $ns failed"
+        ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=4 net.ipv4.tcp_keepalive_time=3 \
+            net.ipv4.tcp_keepalive_intvl=1 net.ipv4.tcp_keepalive_probes=3 || die "sysctl in $ns failed"
     done <"$1/nodes"
 }
 

@@ -188,7 +188,7 @@ if [ $faults = 1 ]; then
         echo "== fault tests ($pml)"
         fault_test "kill9-$pml" kill_rank_on_node2 "${args[@]}"
         [ $ci = 1 ] && continue
-        bash "$here/cluster.sh" failfast "$dir"   # TCP gives up on a dead link in ~13 s, not ~15 min
+        bash "$here/cluster.sh" failfast "$dir"   # TCP gives up on a dead link in ~6 s, not ~15 min
         fault_test "linkdown-$pml" node2_port_down "${args[@]}"
     done
 fi
