@@ -90,7 +90,7 @@ for f in "${confs[@]}"; do
         # (in the background and waited for, so that INT/TERM reach the trap at once)
         # shellcheck disable=SC2086
         bash "$top/test/mpi/run_mpi_tests.sh" --np "$nps" --only "$re" --label "$name" -- \
-            $args -x MPITEST_EXPECT_NODES=2 >"$out" 2>&1 &
+            $args -x MPITEST_EXPECT_NODES=2 >"$out" 2>&1 </dev/null &
         runner=$!
         tail -n +1 -f --pid=$runner "$out" | grep --line-buffered -vE '^[0-9]+ passed, [0-9]+ failed' &
         wait $runner
