@@ -217,7 +217,8 @@ if part_on throttle; then
                 run -np 4 --mca pml rdrp --mca coll_cdag_priority 100 --mca coll_cdag_throttle $m \
                     "$HERE/build/coll_bench" lat -c alltoall -s 1024,65536,1048576 2>&1 |
                     awk -v s=$shape -v m=$m '$1 == "lat" { print s, "alltoall", m, $3, $4 }' >>"$raw"
-                run -np 4 --mca pml rdrp --mca pml_rdrp_throttle $m "$HERE/build/throttle_isend" off \
+                # (throttle_isend pairs rank r with r + np/2: ppr:2:node puts the pairs on different nodes)
+                CLUSTER_MAP=ppr:2:node run -np 4 --mca pml rdrp --mca pml_rdrp_throttle $m "$HERE/build/throttle_isend" off \
                     -s 1024,16384,262144 -n 256 2>&1 |
                     awk -v s=$shape -v m=$m '$1 == "isend" { print s, "isend", m, $3, $4 }' >>"$raw"
             done
