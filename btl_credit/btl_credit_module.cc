@@ -5,6 +5,7 @@
 #include "btl_credit_internal.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace btlcredit {
@@ -25,6 +26,22 @@ void fatal(const char *topic, const char *what, const char *detail)
 void fatal_status(const char *what, ucs_status_t st)
 {
     fatal("send-failed", what, ucs_status_string(st));
+}
+
+/* UCX found a remote peer's endpoint broken (the peer died, or the network
+ * to it: a TCP timeout).  Without this, a rank that had nothing of its own
+ * outstanding to that peer never learned of it and the job ended only when
+ * mpirun lost the peer's node, with a message about daemons failing to start
+ * (test/cluster/run.sh, fault linkdown-ob1-credit).  While the module is
+ * being finalized peers close their endpoints and that is no failure. */
+static bool finalizing = false;
+
+static void peer_error(void *, uint64_t peer_id, ucs_status_t status)
+{
+    if (finalizing) return;
+    opal_process_name_t name;
+    std::memcpy(&name, &peer_id, sizeof(name));
+    fatal("peer-failed", OPAL_NAME_PRINT(name), ucs_status_string(status));
 }
 
 /* Clamp the packet limits to what a mailbox slot holds. */
@@ -127,7 +144,8 @@ extern "C" mca_btl_base_module_t **mca_btl_credit_init_modules(int *num_btls,
         flow_fini();
         return nullptr;
     }
-    g.uw = rdrp_ucx_worker_create(enable_mpi_threads ? 1 : 0, nullptr, nullptr);
+    finalizing = false;
+    g.uw = rdrp_ucx_worker_create(enable_mpi_threads ? 1 : 0, peer_error, nullptr);
     if (!g.uw) {
         mca_btl_credit_show_help("init-failed", "UCX worker:", rdrp_ucx_last_error());
         rdrp_ucx_context_release();
@@ -199,6 +217,7 @@ extern "C" int mca_btl_credit_finalize(mca_btl_base_module_t *btl)
 {
     (void)btl;
     if (!g.uw) return OPAL_SUCCESS;
+    finalizing = true;
     {
         Lock lock;
         print_stats();

@@ -85,5 +85,17 @@ for c in "${configs[@]}"; do
     tally "$out" "$name"
 done
 
+# ---------------------------------------------------------------- across nodes
+# the CI subset of the cross-node suite (test/cluster/ci.conf) on a cluster of
+# network-namespace nodes; prints a SKIP line where namespaces cannot be made
+# (not root).  RDRP_TEST_CONFIGS selects it by the name "cluster".
+if [ -z "${RDRP_TEST_CONFIGS:-}" ] || [[ " $RDRP_TEST_CONFIGS " == *" cluster "* ]]; then
+    echo "== MPI tests across nodes: test/cluster/run.sh --ci"
+    out="$build/mpi-cluster.out"
+    RDRP_BUILD_DIR="$build" bash "$top/test/cluster/run.sh" --ci 2>&1 | tee "$out" |
+        grep -vE '^[0-9]+ passed, [0-9]+ failed'
+    tally "$out" cluster
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

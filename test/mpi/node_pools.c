@@ -1,0 +1,121 @@
+/*
+ * node_pools: under token throttling by node (coll_cdag_throttle node or
+ * pml_rdrp_throttle node) across nodes (test/cluster), each node has its own
+ * token pool and every node's pool is used.
+ *  - distinct: a pool is a shared-memory segment this process maps; its
+ *    identity is the (device, inode) of that mapping in /proc/self/maps (the
+ *    name is unlinked once every member attached).  Ranks of one node must map
+ *    a common pool, ranks of different nodes none: a pool shared across nodes
+ *    (one /dev/shm for all) or none per node would fail.
+ *  - used: the throttle's MPI_T counter (messages that waited for a token),
+ *    summed over each node's ranks, is positive on every node.
+ * Traffic: alltoall and allreduce rounds plus an Isend flood to every peer,
+ * so both components' throttles have work.
+ *
+ * MPITEST_POOL_PREFIX  name prefix of the pool segments (default rdrp-cdag-)
+ * MPITEST_POOL_PVAR    the counter of throttled messages (default
+ *                      coll_cdag_throttled)
+ * MPITEST_EXPECT_NODES see mpitest_nodes.h
+ */
+#include "mpitest.h"
+#include "mpitest_mpit.h"
+#include "mpitest_nodes.h"
+
+#define MAXPOOLS 16
+#define KEYLEN 48
+
+/* "dev:inode" of every mapping of a pool segment, deduplicated */
+static int pool_keys(const char *prefix, char keys[MAXPOOLS][KEYLEN])
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1024];
+    int n = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f)) {
+        char dev[32], path[512] = "";
+        unsigned long inode;
+        if (sscanf(line, "%*s %*s %*s %31s %lu %511s", dev, &inode, path) < 3 || !strstr(path, prefix)) continue;
+        char k[KEYLEN];
+        snprintf(k, sizeof k, "%s:%lu", dev, inode);
+        int dup = 0;
+        for (int i = 0; i < n; i++) dup |= strcmp(keys[i], k) == 0;
+        if (!dup && n < MAXPOOLS) strcpy(keys[n++], k);
+    }
+    fclose(f);
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+    mt_init(&argc, &argv, "node_pools");
+    const char *prefix = getenv("MPITEST_POOL_PREFIX"), *pvname = getenv("MPITEST_POOL_PVAR");
+    if (!prefix) prefix = "rdrp-cdag-";
+    if (!pvname) pvname = "coll_cdag_throttled";
+    mt_nodes_t n;
+    mt_section("node layout");
+    mt_nodes_init(&n);
+    pvar_t thr;
+    pvar_open(&thr, pvname);
+    CHECK(thr.ok, "MPI_T counter %s missing", pvname);
+
+    mt_section("collective and point-to-point traffic");
+    enum { COUNT = 4096, ROUNDS = 20, FLOOD = 64 };
+    int *sb = mt_malloc(sizeof(int) * COUNT * (size_t)mt_size), *rb = mt_malloc(sizeof(int) * COUNT * (size_t)mt_size);
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < COUNT * mt_size; i++) sb[i] = mt_rank * 1000003 + i + round;
+        CHECK_MPI(MPI_Alltoall(sb, COUNT, MPI_INT, rb, COUNT, MPI_INT, MPI_COMM_WORLD));
+        for (int p = 0; p < mt_size; p++)
+            CHECK(rb[p * COUNT + 7] == p * 1000003 + mt_rank * COUNT + 7 + round, "alltoall round %d: wrong data "
+                  "from %d", round, p);
+        long v = mt_rank + round, s = 0;
+        CHECK_MPI(MPI_Allreduce(&v, &s, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+        CHECK(s == (long)mt_size * (mt_size - 1) / 2 + (long)mt_size * round, "allreduce round %d: %ld", round, s);
+    }
+    MPI_Request *rq = mt_malloc(sizeof(MPI_Request) * 2 * FLOOD * (size_t)mt_size);
+    int nrq = 0;
+    for (int p = 0; p < mt_size; p++)
+        for (int i = 0; i < FLOOD; i++)
+            CHECK_MPI(MPI_Irecv(rb + (p * FLOOD + i) % (COUNT * mt_size), 1, MPI_INT, p, 5, MPI_COMM_WORLD, &rq[nrq++]));
+    for (int p = 0; p < mt_size; p++)
+        for (int i = 0; i < FLOOD; i++) CHECK_MPI(MPI_Isend(sb, 1, MPI_INT, p, 5, MPI_COMM_WORLD, &rq[nrq++]));
+    CHECK_MPI(MPI_Waitall(nrq, rq, MPI_STATUSES_IGNORE));
+    free(rq);
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+
+    mt_section("one pool per node, used on every node");
+    char keys[MAXPOOLS][KEYLEN];
+    memset(keys, 0, sizeof keys);
+    int nk = pool_keys(prefix, keys);
+    CHECK(nk > 0, "no token pool segment (%s*) mapped by this process", prefix);
+    char *all = mt_malloc((size_t)mt_size * sizeof keys);
+    CHECK_MPI(MPI_Allgather(keys, (int)sizeof keys, MPI_CHAR, all, (int)sizeof keys, MPI_CHAR, MPI_COMM_WORLD));
+    for (int r = 0; r < mt_size; r++) {
+        char (*theirs)[KEYLEN] = (char (*)[KEYLEN])(all + (size_t)r * sizeof keys);
+        int common = 0;
+        for (int i = 0; i < nk; i++)
+            for (int j = 0; j < MAXPOOLS && theirs[j][0]; j++) common |= strcmp(keys[i], theirs[j]) == 0;
+        if (n.node_of[r] == n.my_node)
+            CHECK(common, "rank %d is on my node but maps none of my pools (mine: %s)", r, keys[0]);
+        else
+            CHECK(!common, "rank %d is on another node but maps one of my pools (%s...)", r, keys[0]);
+    }
+    free(all);
+    unsigned long mine = pvar_read(&thr), node_sum = 0;
+    CHECK_MPI(MPI_Allreduce(&mine, &node_sum, 1, MPI_UNSIGNED_LONG, MPI_SUM, n.node));
+    unsigned long *sums = mt_malloc(sizeof(unsigned long) * (size_t)mt_size);
+    CHECK_MPI(MPI_Allgather(&node_sum, 1, MPI_UNSIGNED_LONG, sums, 1, MPI_UNSIGNED_LONG, MPI_COMM_WORLD));
+    for (int r = 0; r < mt_size; r++)
+        CHECK(sums[r] > 0, "node %d (of rank %d): no message waited for a token (%s = 0): its pool was not used",
+              n.node_of[r], r, pvname);
+    if (mt_verbose) printf("[rank %d] node %d: %d pool(s), first %s, %s node sum %lu\n", mt_rank, n.my_node, nk,
+                           keys[0], pvname, node_sum);
+    free(sums);
+    free(sb);
+    free(rb);
+    pvar_close(&thr);
+    mt_nodes_free(&n);
+    MPI_T_finalize();
+    return mt_finalize();
+}
