@@ -218,8 +218,11 @@ static void register_pvars(void)
     reg_pvar("thread_sleeps", "Times the engine thread went to sleep with no nonblocking schedule running",
              &cdag_glue_stats.thread_sleeps);
     reg_pvar("allocations", "Heap allocations coll/cdag made for collective calls (requests, schedules, "
-             "executors, message contexts, buffers for early arrivals); a repeated or persistent call "
-             "makes none once warm", &cdag_glue_stats.allocations);
+             "executors, send and receive contexts, posted-receive entries); a repeated or persistent "
+             "call makes none once warm", &cdag_glue_stats.allocations);
+    reg_pvar("early_allocations", "Heap allocations coll/cdag made to hold messages that arrived before "
+             "their receive (copies, entries, pulls): the pools grow to the high-water mark of how far "
+             "peers run ahead and keep it", &cdag_glue_stats.early_allocations);
     reg_pvar("thread_polls", "Worker progress calls the engine thread made while the application was outside MPI",
              &cdag_glue_stats.thread_polls);
     reg_pvar("throttled", "Schedule messages that waited for admission (token throttling)",

@@ -63,6 +63,7 @@ typedef struct cdag_glue_stats {
     uint64_t rndv_msgs;        /* messages that went by UCX rendezvous */
     uint64_t thread_sleeps;    /* engine thread: times it went to sleep with nothing to run */
     uint64_t allocations;      /* heap allocations made for collective calls (0 per repeated call once warm) */
+    uint64_t early_allocations; /* heap allocations for messages that arrived before their receive (pools grow to the high-water mark) */
     uint64_t thread_polls;     /* engine thread: worker progress calls it made (the application was outside MPI) */
     uint64_t throttled;        /* sends that had to wait for admission (token throttling) */
     uint64_t throttle_pools;   /* node token pools opened (one per communicator, throttle node) */

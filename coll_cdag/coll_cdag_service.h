@@ -104,8 +104,8 @@ private:
 
 using PlanKey = std::tuple<int, int, uint64_t, uint64_t, int, int>;  // coll, root, count, elem, commute, in_place
 
-template <class K, class V>
-using RecycledMap = std::unordered_map<K, V, KeyHash, std::equal_to<K>, NodeAlloc<std::pair<const K, V>>>;
+template <class K, class V, bool Early = false>
+using RecycledMap = std::unordered_map<K, V, KeyHash, std::equal_to<K>, NodeAlloc<std::pair<const K, V>, Early>>;
 
 }  // namespace cdag_svc
 
@@ -146,7 +146,7 @@ struct Global {
     ucp_worker_h w = nullptr;
     std::unordered_map<uint64_t, ucp_ep_h> eps;
     RecycledMap<Key, Posted> posted;
-    RecycledMap<Key, Unexp> unexpected;
+    RecycledMap<Key, Unexp, true> unexpected;  // early arrivals: early_allocations
     std::vector<char *> shadow_free;
     std::unique_ptr<char[]> shadow_mem;
     std::thread th;

@@ -214,7 +214,7 @@ void *big_buffer_get(std::size_t len, std::size_t *cap)
             big_kept[i] = big_kept[--big_n];
             return p;
         }
-    count_alloc();
+    count_alloc(true);
     *cap = want;  // size classes, so later calls of nearby sizes fit
     return ::operator new(want, std::nothrow);
 }
@@ -250,7 +250,7 @@ void early_done(void *request, ucs_status_t status, size_t length, void *user_da
     auto *e = static_cast<EarlyPull *>(user_data);
     if (request) ucp_request_free(request);
     auto it = G.unexpected.find(e->k);
-    Recycler<EarlyPull>::done(e);
+    Recycler<EarlyPull, true>::done(e);
     if (it == G.unexpected.end()) return;
     Unexp &u = it->second;
     u.pulling = false;
@@ -346,7 +346,7 @@ ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_
     if (rndv) {
         u.pulling = true;
         G.unexpected.emplace(k, u);
-        auto *e = Recycler<EarlyPull>::make(k);
+        auto *e = Recycler<EarlyPull, true>::make(k);
         if (!e) {
             G.unexpected.find(k)->second.len = ~0ull;  // fails the receive that comes for it
             G.unexpected.find(k)->second.pulling = false;
@@ -396,7 +396,7 @@ void reserve_for(const cdag::Plan &plan)
     big_need *= 2;
     Recycler<SendCtx>::reserve(sends);
     Recycler<RecvCtx>::reserve(recvs);
-    Recycler<EarlyPull>::reserve(recvs);
+    Recycler<EarlyPull, true>::reserve(recvs);
     /* map nodes: insert and erase as many placeholder keys as the plan
      * has receives (cid ~0 is never a communicator's) */
     for (auto *m : {&G.posted}) {

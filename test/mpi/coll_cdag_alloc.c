@@ -9,6 +9,11 @@
  * nonblocking iallreduce and ibcast; a persistent allreduce (MPIX
  * Allreduce_init) started repeatedly.  Results are checked too.
  *
+ * Messages that arrive before their receive are held in pools that grow
+ * to the high-water mark of how far peers run ahead (a timing matter,
+ * counted apart in coll_cdag_early_allocations, printed with
+ * MPITEST_VERBOSE=1).
+ *
  * Skipped (passes) when coll/cdag is not the component in use (the
  * variable does not exist, or no collective ran through it).
  */
@@ -20,7 +25,7 @@
 static int rank, size;
 static int *sb, *rb;
 static unsigned char *bb, *ba;
-static pvar_t allocs, runs;
+static pvar_t allocs, runs, early;
 
 typedef void (*call_fn)(long bytes, int iter);
 
@@ -111,6 +116,7 @@ static void steady(const char *what, call_fn fn, long bytes)
     unsigned long a1 = pvar_read(&allocs), r1 = pvar_read(&runs);
     if (r1 == r0) return;  /* not run by coll/cdag here (fallback) */
     CHECK(a1 == a0, "%s: %lu allocations in 50 repeated calls after warm-up", sec, a1 - a0);
+    if (mt_verbose) printf("[rank %d] %s: early-arrival allocations so far %lu\n", rank, sec, pvar_read(&early));
 }
 
 int main(int argc, char **argv)
@@ -122,6 +128,7 @@ int main(int argc, char **argv)
     size = mt_size;
     pvar_open(&allocs, "coll_cdag_allocations");
     pvar_open(&runs, "coll_cdag_runs");
+    pvar_open(&early, "coll_cdag_early_allocations");
     if (allocs.ok && runs.ok) {
         size_t cap = (size_t)1048576 * (size_t)size;
         sb = mt_malloc(65536);
@@ -166,6 +173,7 @@ int main(int argc, char **argv)
     }
     MPI_T_pvar_session_free(&allocs.s);
     MPI_T_pvar_session_free(&runs.s);
+    MPI_T_pvar_session_free(&early.s);
     MPI_T_finalize();
     return mt_finalize();
 }
