@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/prctl.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -68,10 +67,19 @@ void pin_engine_thread()
 constexpr long kNapNs = 20000;
 constexpr long kNapMaxNs = 1000000;
 
-void nap(long ns)
+/* Nap for ns, or until the application starts another nonblocking
+ * collective (then it leaves MPI: true, drive now).  A nap that missed
+ * starts would sleep through a whole short collective: after a long
+ * MPI_Wait the naps are long, and the next start comes right after it. */
+bool nap(long ns)
 {
-    struct timespec ts = {0, ns};
-    nanosleep(&ts, nullptr);
+    std::unique_lock<std::mutex> lk(G.idle_mu);
+    uint64_t s0 = G.starts.load();
+    G.engine_idle.store(true);
+    bool started = G.idle_cv.wait_for(lk, std::chrono::nanoseconds(ns),
+                                      [s0] { return G.starts.load() != s0 || G.stop.load(); });
+    G.engine_idle.store(false);
+    return started;
 }
 
 /* Runs that finished while the application was away leave the count, so
@@ -132,9 +140,13 @@ void engine_loop()
         }
         uint64_t now = G.app_calls.load(std::memory_order_relaxed);
         if (now != seen) {  // the application is inside MPI and drives
-            seen = now;
-            nap(nap_ns);
-            nap_ns = std::min(nap_ns * 2, kNapMaxNs);
+            if (nap(nap_ns)) {  // a start: the application leaves MPI now
+                seen = G.app_calls.load(std::memory_order_relaxed);
+                nap_ns = kNapNs;
+            } else {
+                seen = now;
+                nap_ns = std::min(nap_ns * 2, kNapMaxNs);
+            }
             continue;
         }
         nap_ns = kNapNs;
@@ -151,11 +163,13 @@ void engine_loop()
     }
 }
 
-/* A nonblocking start (active_runs already counted): wake a sleeping
- * engine.  Either the engine sees the count in its wait predicate, or we
- * see it idle here (both sides use sequentially consistent atomics). */
+/* A nonblocking start (active_runs already counted): wake a sleeping or
+ * napping engine.  Either the engine sees the count (or the start count)
+ * in its wait predicate, or we see it idle here (both sides use
+ * sequentially consistent atomics). */
 void wake_engine()
 {
+    ++G.starts;
     if (!G.engine_idle.load()) return;
     std::lock_guard<std::mutex> lk(G.idle_mu);
     G.idle_cv.notify_one();

@@ -157,7 +157,8 @@ struct Global {
     std::atomic<uint64_t> app_calls{0};     // application progress calls: it is inside MPI and drives
     std::mutex idle_mu;                     // the engine's sleep while nothing runs
     std::condition_variable idle_cv;
-    std::atomic<bool> engine_idle{false};
+    std::atomic<bool> engine_idle{false};  // asleep or napping on idle_cv
+    std::atomic<uint64_t> starts{0};        // nonblocking starts: end a nap
     bool throttling = false;              // coll_cdag_throttle rank or node
     cdag_throttle_t *rank_thr = nullptr;  // CRCT, for every communicator of the process
     std::vector<::cdag_glue_comm *> pooled;  // communicators with a node pool (cache polling)
