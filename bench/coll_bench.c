@@ -3,25 +3,32 @@
  * only, so the same binary measures coll/cdag, coll/tuned and libnbc.
  *
  *   coll_bench lat     [-s SIZES] [-c COLLS]   blocking latency, us (max over ranks of the mean)
- *   coll_bench overlap [-s SIZES] [-c COLLS]   nonblocking overlap, percent (OSU method)
+ *   coll_bench overlap [-s SIZES] [-c COLLS]   nonblocking overlap, percent (OSU method, busy compute)
+ *   coll_bench sleep   [-s SIZES] [-c COLLS]   overlap while the host waits outside MPI (nanosleep)
+ *   coll_bench osutest [-s SIZES] [-c COLLS]   overlap with OSU's -t option: MPI_Test every 1/8 of the compute
  *
  * Overlap, as OSU's osu_i* and NBCBench measure it: t_pure = time of
  * icoll + wait; compute calibrated to t_pure (a busy loop that makes no MPI
  * call); t_total = icoll, compute, wait; overlap = 100 * (1 - (t_total -
  * t_compute) / t_pure), clamped to [0, 100].  Sizes are bytes per rank
  * (per pair for alltoall); the datatype is MPI_DOUBLE (sum for reductions).
+ * "sleep" replaces the busy loop by nanosleep (the host waits on an
+ * accelerator or on I/O: its core is idle, only an engine thread can move
+ * the collective).  "osutest" computes as "overlap" but calls MPI_Test
+ * eight times per compute period, as osu_i* -t does.
  * Output lines: "<test> <coll> <size> <value>".
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int rank, size;
 static double *sbuf, *rbuf;
 
 static const char *all_lat = "barrier,bcast,reduce,allreduce,gather,scatter,allgather,alltoall,reduce_scatter_block,scan";
-static const char *all_ovl = "ibcast,iallreduce,ialltoall";
+static const char *all_ovl = "ibcast,iallreduce,ialltoall,iallgather";
 
 static int run_blocking(const char *c, int n)
 {
@@ -46,6 +53,7 @@ static int start_nb(const char *c, int n, MPI_Request *rq)
     if (!strcmp(c, "ibcast")) return MPI_Ibcast(rbuf, n, MPI_DOUBLE, 0, MPI_COMM_WORLD, rq);
     if (!strcmp(c, "iallreduce")) return MPI_Iallreduce(sbuf, rbuf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, rq);
     if (!strcmp(c, "ialltoall")) return MPI_Ialltoall(sbuf, n, MPI_DOUBLE, rbuf, n, MPI_DOUBLE, MPI_COMM_WORLD, rq);
+    if (!strcmp(c, "iallgather")) return MPI_Iallgather(sbuf, n, MPI_DOUBLE, rbuf, n, MPI_DOUBLE, MPI_COMM_WORLD, rq);
     fprintf(stderr, "coll_bench: unknown nonblocking collective %s\n", c);
     MPI_Abort(MPI_COMM_WORLD, 2);
     return 0;
@@ -76,6 +84,25 @@ static void compute_for(double seconds)
     sink = x;
 }
 
+/* the host waits outside MPI: no MPI call, no CPU */
+static void sleep_for(double seconds)
+{
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) {}
+}
+
+/* mode 0: busy compute; 1: nanosleep; 2: busy compute with 8 MPI_Test calls (osu -t) */
+static void wait_outside(int mode, double seconds, MPI_Request *rq)
+{
+    if (mode == 1) { sleep_for(seconds); return; }
+    if (mode == 0) { compute_for(seconds); return; }
+    int flag;
+    for (int k = 0; k < 8; k++) {
+        compute_for(seconds / 8);
+        MPI_Test(rq, &flag, MPI_STATUS_IGNORE);  /* a completed request becomes MPI_REQUEST_NULL */
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -88,7 +115,8 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "-s")) sizes = argv[i + 1];
         else if (!strcmp(argv[i], "-c")) colls = argv[i + 1];
     }
-    int ovl = !strcmp(test, "overlap");
+    int mode = !strcmp(test, "sleep") ? 1 : !strcmp(test, "osutest") ? 2 : 0;
+    int ovl = mode != 0 || !strcmp(test, "overlap");
     if (!colls) colls = ovl ? all_ovl : all_lat;
     long maxbytes = 0;
     {
@@ -130,13 +158,16 @@ int main(int argc, char **argv)
                 /* calibrate the compute to t_pure, measured alone */
                 MPI_Barrier(MPI_COMM_WORLD);
                 t0 = MPI_Wtime();
-                for (int i = 0; i < iters; i++) compute_for(t_pure);
+                for (int i = 0; i < iters; i++) {
+                    MPI_Request none = MPI_REQUEST_NULL;
+                    wait_outside(mode, t_pure, &none);
+                }
                 double t_comp = agree((MPI_Wtime() - t0) / iters);
                 MPI_Barrier(MPI_COMM_WORLD);
                 t0 = MPI_Wtime();
                 for (int i = 0; i < iters; i++) {
                     start_nb(c, n, &rq);
-                    compute_for(t_pure);
+                    wait_outside(mode, t_pure, &rq);
                     MPI_Wait(&rq, MPI_STATUS_IGNORE);
                 }
                 double t_total = agree((MPI_Wtime() - t0) / iters);
@@ -144,8 +175,8 @@ int main(int argc, char **argv)
                 if (o < 0) o = 0;
                 if (o > 100) o = 100;
                 if (rank == 0) {
-                    printf("overlap %s %ld %.1f\n", c, bytes, o);
-                    printf("pure_us %s %ld %.2f\n", c, bytes, t_pure * 1e6);
+                    printf("%s %s %ld %.1f\n", test, c, bytes, o);
+                    printf("%s_pure_us %s %ld %.2f\n", test, c, bytes, t_pure * 1e6);
                 }
             }
             fflush(stdout);

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # coll_compare.sh -- coll/cdag against Open MPI's own collectives, in one run.
 #
-#   bench/coll_compare.sh [--np N] [--sizes LIST] [--reps R] [--component-path DIR] [--tests "lat overlap"]
+#   bench/coll_compare.sh [--np N] [--sizes LIST] [--reps R] [--component-path DIR]
+#                         [--tests "lat overlap sleep osutest"] [--pml ob1|rdrp]
 #
 # Configurations, measured alternately rep by rep (best of R per value):
 #   tuned        Open MPI's defaults: coll/tuned (blocking), libnbc (nonblocking)
 #   cdag         --mca coll_cdag_priority 100 (inline progress)
 #   cdag-thread  --mca coll_cdag_priority 100 --mca coll_cdag_progress thread
 # Prints a latency table (us, lower is better, with cdag/tuned ratios) and
-# an overlap table (percent, higher is better; see bench/coll_bench.c for
-# the OSU method).  The engine thread can only overlap when a core is free
-# for it: with as many ranks as cores it shares its rank's core.
+# overlap tables (percent, higher is better; see bench/coll_bench.c):
+#   overlap  busy compute with no MPI call (OSU's method)
+#   sleep    the host waits outside MPI in nanosleep (accelerator, I/O)
+#   osutest  busy compute with MPI_Test calls (OSU's -t)
+# --pml picks the PML underneath every configuration (default: Open MPI's).
+# The engine thread can only overlap busy computation when a core is free
+# for it: with as many ranks as cores it shares its rank's core.  While the
+# host sleeps, the rank's own core is free.
 set -u -o pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NP=2
@@ -18,6 +24,7 @@ SIZES="8,1024,65536,1048576"
 REPS=3
 TESTS="lat overlap"
 CPATH=""
+PML=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --np) NP=$2; shift 2 ;;
@@ -25,6 +32,7 @@ while [ $# -gt 0 ]; do
         --reps) REPS=$2; shift 2 ;;
         --tests) TESTS=$2; shift 2 ;;
         --component-path) CPATH=$2; shift 2 ;;
+        --pml) PML=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//; /^set -u/d'; exit 0 ;;
         *) echo "coll_compare.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -48,7 +56,7 @@ for t in $TESTS; do
     for rep in $(seq 1 "$REPS"); do
         for c in $CONFIGS; do
             # shellcheck disable=SC2086
-            timeout 600 mpirun --allow-run-as-root --oversubscribe -np "$NP" ${ARGS[$c]} \
+            timeout 600 mpirun --allow-run-as-root --oversubscribe -np "$NP" ${PML:+--mca pml $PML} ${ARGS[$c]} \
                 "$BIN" "$t" -s "$SIZES" 2>"$OUT/$c.$t.$rep.err" |
                 awk -v c="$c" '{print c, $0}' >>"$OUT/raw.txt" ||
                 echo "!! $c $t rep $rep failed (see $OUT/$c.$t.$rep.err)"
@@ -74,10 +82,17 @@ report() {  # test-key  title  better(min|max)
         }' "$OUT/raw.txt"
 }
 case " $TESTS " in *" lat "*) report lat "blocking latency [us], lower is better" min ;; esac
-case " $TESTS " in *" overlap "*)
-    report overlap "overlap [%] of nonblocking collectives with computation, higher is better" max
-    report pure_us "nonblocking collective alone (icoll + wait) [us], lower is better" min ;;
-esac
+for t in overlap sleep osutest; do
+    case " $TESTS " in *" $t "*)
+        case $t in
+            overlap) what="with busy computation (no MPI call)" ;;
+            sleep) what="while the host sleeps outside MPI" ;;
+            osutest) what="with computation calling MPI_Test (OSU -t)" ;;
+        esac
+        report "$t" "overlap [%] of nonblocking collectives $what, higher is better" max
+        report "${t}_pure_us" "nonblocking collective alone (icoll + wait) [us], lower is better" min ;;
+    esac
+done
 # PNG plots (gnuplot, when installed): one clustered bar chart per table
 plot() {  # key  title  ylabel
     local dat=$OUT/$1.dat

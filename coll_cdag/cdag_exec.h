@@ -87,6 +87,16 @@ public:
      * immediately. */
     int start(const void *sendbuf, void *recvbuf);
 
+    /* Reuse for another collective instance of the same plan (a cached
+     * executor): a new schedule id and reduction context, and the run
+     * count back to zero, so its messages carry the ids a fresh executor
+     * would (peers may run fresh ones).  Only while !running. */
+    void rebind(uint32_t sched_id, ReduceFn reduce) {
+        sched_ = sched_id;
+        reduce_ = reduce;
+        seq_ = runs_ = 0;
+    }
+
     /* Transport callbacks. */
     void complete(VertexId v);
     void fail(VertexId v, int err);

@@ -99,10 +99,11 @@ static int cdag_register(void)
     progress_value = "inline";
     (void)mca_base_component_var_register(c, "progress",
         "Who progresses collective schedules: inline (the MPI library's progress, i.e. while the "
-        "application is inside MPI calls) or thread (an engine thread that owns a private UCX "
-        "worker, pinned to a core outside the application's binding when there is one and "
-        "sleeping on the worker's event fd when idle: nonblocking collectives then complete "
-        "while the application computes)",
+        "application is inside MPI calls) or thread (an engine thread, pinned to a core outside "
+        "the application's binding when there is one, drives started nonblocking and persistent "
+        "collectives while the application is outside MPI, so they complete while it computes "
+        "or sleeps; while the application is inside MPI it drives them itself, and the engine "
+        "sleeps when none runs)",
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
         &progress_value);
     coll_list = "all";
@@ -214,8 +215,16 @@ static void register_pvars(void)
     reg_pvar("unexpected", "Messages that arrived before their receive vertex fired",
              &cdag_glue_stats.unexpected);
     reg_pvar("rendezvous", "Messages pulled by UCX rendezvous", &cdag_glue_stats.rndv_msgs);
-    reg_pvar("thread_sleeps", "Times the engine thread slept on the worker's event fd",
+    reg_pvar("thread_sleeps", "Times the engine thread went to sleep with no nonblocking schedule running",
              &cdag_glue_stats.thread_sleeps);
+    reg_pvar("allocations", "Heap allocations coll/cdag made for collective calls (requests, schedules, "
+             "executors, send and receive contexts, posted-receive entries); a repeated or persistent "
+             "call makes none once warm", &cdag_glue_stats.allocations);
+    reg_pvar("early_allocations", "Heap allocations coll/cdag made to hold messages that arrived before "
+             "their receive (copies, entries, pulls): the pools grow to the high-water mark of how far "
+             "peers run ahead and keep it", &cdag_glue_stats.early_allocations);
+    reg_pvar("thread_polls", "Worker progress calls the engine thread made while the application was outside MPI",
+             &cdag_glue_stats.thread_polls);
     reg_pvar("throttled", "Schedule messages that waited for admission (token throttling)",
              &cdag_glue_stats.throttled);
     reg_pvar("throttle_pools", "Node token pools opened, one per communicator (coll_cdag_throttle node)",

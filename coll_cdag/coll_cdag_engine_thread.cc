@@ -1,14 +1,19 @@
 /*
  * coll/cdag engine service: who drives the private worker.  Either inline
- * (cdag_glue_progress() from opal_progress), or an engine thread that owns
- * the worker, is pinned with hwloc to a core outside the process's binding
- * when there is one, and sleeps on the worker's event fd when idle.
+ * (cdag_glue_progress() from opal_progress), or, with thread progress, an
+ * engine thread that drives it while the application is outside MPI, is
+ * pinned with hwloc to a core outside the process's binding when there is
+ * one, and sleeps (off the CPU) when no nonblocking schedule runs.
  */
 #include "coll_cdag_service.h"
 
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <chrono>
 
 #include <hwloc.h>
 
@@ -42,42 +47,132 @@ void pin_engine_thread()
     hwloc_topology_destroy(topo);
 }
 
-/* Spin while a schedule runs (an offloading NIC does not sleep on
- * in-flight work), yielding now and then so a rank sharing the core keeps
- * computing; sleep on the worker's event fd once nothing runs. */
+/* Who drives the worker while a nonblocking schedule runs.
+ *
+ * The engine thread shares its rank's core whenever there is no free one
+ * (2 ranks on 2 cores), so two threads spinning on one worker halve each
+ * other's speed: the application thread inside MPI_Wait and the engine.
+ * Hence a hand-off: while the application calls progress (it is inside
+ * MPI: a wait, a test loop, a blocking call), it drives the worker inline
+ * and the engine thread naps, off the CPU; the moment the application
+ * stops calling (it computes, sleeps, waits on an accelerator), one nap
+ * later the engine thread drives alone.  Right after a nonblocking start
+ * the engine drives at once: the application is about to leave MPI.
+ * With no nonblocking schedule running it sleeps on a condition variable,
+ * so an idle engine costs no CPU. */
+/* The first nap after the application was seen in MPI is short (the
+ * hand-back delay when it leaves right away, as after an MPI_Test); while
+ * it stays in MPI (a long MPI_Wait) the naps double up to kNapMaxNs, so
+ * many ranks' engines on few cores do not wake each other all the time. */
+constexpr long kNapNs = 20000;
+constexpr long kNapMaxNs = 1000000;
+
+/* Nap for ns, or until the application starts another nonblocking
+ * collective (then it leaves MPI: true, drive now).  A nap that missed
+ * starts would sleep through a whole short collective: after a long
+ * MPI_Wait the naps are long, and the next start comes right after it. */
+bool nap(long ns)
+{
+    std::unique_lock<std::mutex> lk(G.idle_mu);
+    uint64_t s0 = G.starts.load();
+    G.engine_idle.store(true);
+    bool started = G.idle_cv.wait_for(lk, std::chrono::nanoseconds(ns),
+                                      [s0] { return G.starts.load() != s0 || G.stop.load(); });
+    G.engine_idle.store(false);
+    return started;
+}
+
+/* Runs that finished while the application was away leave the count, so
+ * the engine can go to sleep before the application looks at them. */
+void reap_finished()
+{
+    auto &r = G.running;
+    for (size_t i = 0; i < r.size();) {
+        if (r[i]->ex->done()) {
+            r[i]->counted = false;
+            --G.active_runs;
+            r[i] = r.back();
+            r.pop_back();
+        } else {
+            ++i;
+        }
+    }
+}
+
+/* Nothing runs: sleep until a nonblocking start (cdag_glue_op_start)
+ * wakes us.  Arrivals need no wake-up: a message for a schedule this rank
+ * has not started waits in UCX, and the start that follows either drives
+ * the worker itself (blocking calls) or wakes us.  Under token throttling
+ * a rank's cached tokens must still go back to waiters on other ranks, so
+ * the sleep is bounded there. */
+void sleep_idle()
+{
+    std::unique_lock<std::mutex> lk(G.idle_mu);
+    G.engine_idle.store(true);
+    auto wake = [] { return G.active_runs.load() > 0 || G.stop.load(); };
+    ++cdag_glue_stats.thread_sleeps;
+    if (G.throttling) G.idle_cv.wait_for(lk, std::chrono::milliseconds(10), wake);
+    else G.idle_cv.wait(lk, wake);
+    G.engine_idle.store(false);
+}
+
 void engine_loop()
 {
     pin_engine_thread();
+    (void)pthread_setname_np(pthread_self(), "cdag-engine");
+    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // naps of kNapNs, not of the 50 us default slack
+    uint64_t seen = G.app_calls.load(std::memory_order_relaxed);
     int idle = 0;
+    long nap_ns = kNapNs;
     while (!G.stop.load(std::memory_order_acquire)) {
+        if (G.active_runs.load(std::memory_order_acquire) == 0) {
+            if (G.throttling) {
+                Lock l;  // queued sends, token caches
+                ucp_worker_progress(G.w);
+                throttle_progress();
+            }
+            sleep_idle();
+            /* a start woke us: the application leaves MPI now */
+            seen = G.app_calls.load(std::memory_order_relaxed);
+            idle = 0;
+            nap_ns = kNapNs;
+            continue;
+        }
+        uint64_t now = G.app_calls.load(std::memory_order_relaxed);
+        if (now != seen) {  // the application is inside MPI and drives
+            if (nap(nap_ns)) {  // a start: the application leaves MPI now
+                seen = G.app_calls.load(std::memory_order_relaxed);
+                nap_ns = kNapNs;
+            } else {
+                seen = now;
+                nap_ns = std::min(nap_ns * 2, kNapMaxNs);
+            }
+            continue;
+        }
+        nap_ns = kNapNs;
         unsigned n;
         {
             Lock l;
             n = ucp_worker_progress(G.w);
             if (G.throttling) throttle_progress();
+            if (!n) reap_finished();
         }
-        if (n) {
-            idle = 0;
-            continue;
-        }
-        ++idle;
-        if (G.active_runs.load(std::memory_order_acquire) > 0) {
-            if ((idle & 63) == 0) sched_yield();
-            continue;
-        }
-        if (idle < 256) continue;
-        idle = 0;
-        ucs_status_t st;
-        {
-            Lock l;
-            st = ucp_worker_arm(G.w);
-        }
-        if (st == UCS_OK) {
-            ++cdag_glue_stats.thread_sleeps;
-            struct pollfd pfd = {G.efd, POLLIN, 0};
-            (void)poll(&pfd, 1, 100);  // ucp_worker_signal() from a new start wakes it
-        }
+        ++cdag_glue_stats.thread_polls;
+        if (n) idle = 0;
+        else if ((++idle & 63) == 0) sched_yield();  // a rank sharing the core keeps computing
     }
+}
+
+/* A nonblocking start (active_runs already counted): wake a sleeping or
+ * napping engine.  Either the engine sees the count (or the start count)
+ * in its wait predicate, or we see it idle here (both sides use
+ * sequentially consistent atomics). */
+void wake_engine()
+{
+    ++G.starts;
+    if (!G.engine_idle.load()) return;
+    std::lock_guard<std::mutex> lk(G.idle_mu);
+    G.idle_cv.notify_one();
 }
 
 /* Start the engine thread on first use (configured thread progress). */
@@ -107,7 +202,9 @@ extern "C" {
 int cdag_glue_progress(void)
 {
     if (!G.up) return 0;
-    if (G.thread_running) return 0;  // the engine thread owns the worker
+    /* the engine thread sees the application inside MPI and leaves the
+     * worker to it (engine_loop) */
+    if (G.thread_running) G.app_calls.fetch_add(1, std::memory_order_relaxed);
     Lock l;
     int n = static_cast<int>(ucp_worker_progress(G.w));
     if (G.throttling) throttle_progress();

@@ -61,7 +61,10 @@ typedef struct cdag_glue_stats {
     uint64_t bytes_sent;
     uint64_t unexpected;       /* messages that arrived before their receive was posted */
     uint64_t rndv_msgs;        /* messages that went by UCX rendezvous */
-    uint64_t thread_sleeps;    /* engine thread: times it slept on the event fd */
+    uint64_t thread_sleeps;    /* engine thread: times it went to sleep with nothing to run */
+    uint64_t allocations;      /* heap allocations made for collective calls (0 per repeated call once warm) */
+    uint64_t early_allocations; /* heap allocations for messages that arrived before their receive (pools grow to the high-water mark) */
+    uint64_t thread_polls;     /* engine thread: worker progress calls it made (the application was outside MPI) */
     uint64_t throttled;        /* sends that had to wait for admission (token throttling) */
     uint64_t throttle_pools;   /* node token pools opened (one per communicator, throttle node) */
     uint64_t token_cache_hits; /* sends admitted from the rank's token cache, no shared memory touched */
@@ -116,7 +119,10 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
  * schedule in words into buf ("Allreduce 4096 elements x 4 B, commutative:
  * Ring, radix 2, segment 65536 B, window all; 23 vertices"); else 0. */
 int  cdag_glue_op_explain(const cdag_glue_op_t *op, char *buf, size_t len);
-int  cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf);
+/* nonblocking: the application may leave MPI while it runs (nonblocking
+ * and persistent starts), so under thread progress the engine thread
+ * carries it; a blocking call drives its run itself. */
+int  cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf, int nonblocking);
 /* 1 done, 0 running, < 0 failed */
 int  cdag_glue_op_test(cdag_glue_op_t *op);
 void cdag_glue_op_free(cdag_glue_op_t *op);

@@ -17,6 +17,10 @@ Global G;
 
 using namespace cdag_svc;
 
+/* finished ops a communicator keeps for reuse: enough for the collectives
+ * of a few sizes in flight together */
+static constexpr size_t kSpareOps = 16;
+
 extern "C" {
 
 const char *cdag_glue_last_error(void) { return G.err.c_str(); }
@@ -26,7 +30,7 @@ int cdag_glue_init(const cdag_glue_config_t *config)
     G.cfg = *config;
     G.lock_on = config->thread || config->mpi_threads;
     rdrp_ucx_context_params_t cp{};
-    cp.want_wakeup = config->thread ? 1 : 0;
+    cp.want_wakeup = 0;  // the idle engine sleeps on a condition variable, not on the worker
     if (rdrp_ucx_context_acquire(&cp) != 0) {
         G.err = rdrp_ucx_last_error();
         return -1;
@@ -62,12 +66,8 @@ int cdag_glue_init(const cdag_glue_config_t *config)
         if (G.shadow_mem)
             for (size_t i = 0; i < n; ++i) G.shadow_free.push_back(G.shadow_mem.get() + i * sz);
     }
+    G.running.reserve(64);
     G.up = true;
-    if (config->thread && ucp_worker_get_efd(G.w, &G.efd) != UCS_OK) {
-        G.err = "the UCX context has no wakeup support (ucp_worker_get_efd failed)";
-        cdag_glue_fini();
-        return -1;
-    }
     /* the engine thread starts with the first collective, once MPI_Init is
      * over: nothing to progress before, and start-up stays single-threaded */
     return 0;
@@ -76,8 +76,11 @@ int cdag_glue_init(const cdag_glue_config_t *config)
 void cdag_glue_fini(void)
 {
     if (G.thread_running) {
-        G.stop = true;
-        if (G.w) ucp_worker_signal(G.w);
+        {
+            std::lock_guard<std::mutex> lk(G.idle_mu);
+            G.stop = true;
+            G.idle_cv.notify_one();
+        }
         G.th.join();
         G.thread_running = false;
     }
@@ -105,6 +108,7 @@ void cdag_glue_fini(void)
     }
     G.shadow_free.clear();
     G.shadow_mem.reset();
+    big_buffers_release();
     G.up = false;
 }
 
@@ -144,6 +148,7 @@ cdag_glue_comm_t *cdag_glue_comm_create(uint32_t cid, int rank, int size, const 
     c->rank = rank;
     c->size = size;
     c->eps.assign(static_cast<size_t>(size), nullptr);
+    c->spare.reserve(kSpareOps);
     for (int r = 0; r < size; ++r) {
         auto it = G.eps.find(peer_ids[r]);
         if (it == G.eps.end()) {
@@ -188,6 +193,7 @@ void cdag_glue_comm_destroy(cdag_glue_comm_t *c)
             ++it;
         }
     }
+    for (cdag_glue_op *op : c->spare) delete op;
     /* no schedule of it runs any more: every request keeps its
      * communicator (and so this state and its pool) until it is freed */
     if (c->pool) {
@@ -203,6 +209,22 @@ uint32_t cdag_glue_comm_next_sched(cdag_glue_comm_t *c)
 {
     Lock l;
     return c->next_sched++;
+}
+
+/* A finished op of the same cached plan, rebound to this call. */
+static cdag_glue_op_t *reuse_spare(Comm *c, const PlanKey &key, uint32_t sched, const cdag::ReduceFn &rf)
+{
+    Lock l;
+    for (size_t i = 0; i < c->spare.size(); ++i) {
+        cdag_glue_op *op = c->spare[i];
+        if (op->key != key) continue;
+        c->spare.erase(c->spare.begin() + static_cast<std::ptrdiff_t>(i));  // keeps the age order
+        op->ex->rebind(sched, rf);
+        op->compiled = false;
+        ++cdag_glue_stats.cache_hits;
+        return op;
+    }
+    return nullptr;
 }
 
 cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t *s, uint32_t sched,
@@ -232,6 +254,11 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
 
     bool vvar = s->coll >= CDAG_GATHERV || s->coll == CDAG_REDUCE_SCATTER;
     PlanKey key{s->coll, s->root, s->count, spec.elem_size, s->commutative, s->in_place};
+    cdag::ReduceFn rf;
+    rf.fn = fn;
+    rf.ctx = fn_ctx;
+    if (!vvar)
+        if (cdag_glue_op_t *op = reuse_spare(c, key, sched, rf)) return op;
     std::shared_ptr<const cdag::Plan> plan;
     bool compiled = false;
     {
@@ -266,6 +293,7 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
         compiled = true;
         Lock l;
         ++cdag_glue_stats.schedules_compiled;
+        count_alloc();
         if (!vvar) {
             if (c->cache.size() >= 64) c->cache.erase(c->cache.begin());
             c->cache.emplace(key, plan);
@@ -276,15 +304,19 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
         *err = 3;
         return nullptr;
     }
+    count_alloc();  // the op and its executor
+    op->reusable = !vvar;
+    op->key = key;
     op->c = c;
     op->plan = plan;
     op->compiled = compiled;
     op->spec = spec;
     op->spec.counts = op->spec.displs = op->spec.rcounts = op->spec.rdispls = nullptr;
     op->choice = cdag::effective_choice(spec, ch);
-    cdag::ReduceFn rf;
-    rf.fn = fn;
-    rf.ctx = fn_ctx;
+    {
+        Lock l;
+        reserve_for(*plan);
+    }
     op->ex.reset(new (std::nothrow) cdag::Executor(plan, c->tr, sched, rf));
     if (!op->ex) {
         delete op;
@@ -327,20 +359,38 @@ int cdag_glue_op_explain(const cdag_glue_op_t *op, char *buf, size_t len)
     return 1;
 }
 
-int cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf)
+/* A run leaves the engine's count (done, seen by the application, or freed). */
+static void uncount(cdag_glue_op_t *op)
 {
-    if (ensure_engine_thread() != 0) return -1;
+    if (!op->counted) return;
+    op->counted = false;
+    --G.active_runs;
+    auto &r = G.running;
+    auto it = std::find(r.begin(), r.end(), op);
+    if (it != r.end()) {
+        *it = r.back();
+        r.pop_back();
+    }
+}
+
+int cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf, int nonblocking)
+{
+    /* a blocking call drives its run itself, inline: the engine thread
+     * only carries runs the application leaves MPI with */
+    bool engine = nonblocking && G.cfg.thread;
+    if (engine && ensure_engine_thread() != 0) return -1;
     int rc;
     {
         Lock l;
         ++cdag_glue_stats.runs;
         rc = op->ex->start(sendbuf, recvbuf);
-        if (rc == 0 && !op->ex->done()) {
+        if (engine && rc == 0 && !op->ex->done()) {
             op->counted = true;
+            G.running.push_back(op);
             ++G.active_runs;
         }
     }
-    if (G.thread_running) ucp_worker_signal(G.w);  // the engine thread may be asleep
+    if (op->counted) wake_engine();
     return rc;
 }
 
@@ -348,17 +398,14 @@ int cdag_glue_op_test(cdag_glue_op_t *op)
 {
     Lock l;
     if (!op->ex->done()) return 0;
-    if (op->counted) {
-        op->counted = false;
-        --G.active_runs;
-    }
+    uncount(op);
     return op->ex->error() ? (op->ex->error() < 0 ? op->ex->error() : -op->ex->error()) : 1;
 }
 
 void cdag_glue_op_free(cdag_glue_op_t *op)
 {
     Lock l;
-    if (op->counted) --G.active_runs;
+    uncount(op);
     /* a failed run may leave receives posted: they must not outlive it */
     for (auto it = G.posted.begin(); it != G.posted.end();) {
         if (it->second.ex == op->ex.get()) it = G.posted.erase(it);
@@ -367,6 +414,15 @@ void cdag_glue_op_free(cdag_glue_op_t *op)
     for (auto it = G.pending.begin(); it != G.pending.end();) {
         if (it->ex == op->ex.get()) it = G.pending.erase(it);
         else ++it;
+    }
+    Comm *c = op->c;
+    if (op->reusable && op->ex->done() && !op->ex->error()) {
+        if (c->spare.size() == kSpareOps) {  // the least recently used goes
+            delete c->spare.front();
+            c->spare.erase(c->spare.begin());
+        }
+        c->spare.push_back(op);  // the next call of this plan runs it again
+        return;
     }
     delete op;
 }

@@ -6,7 +6,6 @@
  */
 #include "coll_cdag.h"
 
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +16,48 @@
 
 static opal_list_t active_requests;
 static int active_init = 0;
+
+/* Finished requests kept for the next call (no allocation per call once
+ * warm); a lock, since MPI_THREAD_MULTIPLE callers may share it. */
+#define CDAG_SPARE_REQUESTS 32
+static mca_coll_cdag_request_t *spare_requests[CDAG_SPARE_REQUESTS];
+static int nspare = 0;
+static opal_mutex_t spare_lock = OPAL_MUTEX_STATIC_INIT;
+
+static void request_reset(mca_coll_cdag_request_t *r);
+
+static mca_coll_cdag_request_t *request_get(void)
+{
+    mca_coll_cdag_request_t *r = NULL;
+    OPAL_THREAD_LOCK(&spare_lock);
+    if (nspare > 0) r = spare_requests[--nspare];
+    OPAL_THREAD_UNLOCK(&spare_lock);
+    if (r) {
+        request_reset(r);
+        return r;
+    }
+    ++cdag_glue_stats.allocations;
+    return OBJ_NEW(mca_coll_cdag_request_t);
+}
+
+static void request_put(mca_coll_cdag_request_t *r)
+{
+    OPAL_THREAD_LOCK(&spare_lock);
+    if (nspare < CDAG_SPARE_REQUESTS) {
+        spare_requests[nspare++] = r;
+        r = NULL;
+    }
+    OPAL_THREAD_UNLOCK(&spare_lock);
+    if (r) OBJ_RELEASE(r);
+}
+
+/* malloc on the call path (staging of non-contiguous data, v-variant
+ * arrays), counted for coll_cdag_allocations */
+static void *call_malloc(size_t n)
+{
+    ++cdag_glue_stats.allocations;
+    return malloc(n ? n : 1);
+}
 
 /* ------------------------------------------------------------ datatypes */
 static size_t dt_size(ompi_datatype_t *dt)
@@ -61,7 +102,7 @@ static void *pack_new(const void *buf, size_t count, ompi_datatype_t *dt, size_t
                                              count, buf, 0, &conv);
     size_t n = 0;
     opal_convertor_get_packed_size(&conv, &n);
-    void *out = malloc(n ? n : 1);
+    void *out = call_malloc(n);
     if (out && n) {
         struct iovec iov = {out, n};
         uint32_t iovc = 1;
@@ -147,7 +188,7 @@ static void *vside_pack(const vside_t *v, size_t *len)
     ptrdiff_t lb, extent;
     ompi_datatype_get_extent(v->dt, &lb, &extent);
     for (int i = 0; i < v->n; ++i) total += (size_t)v->counts[i] * esize;
-    char *out = malloc(total ? total : 1);
+    char *out = call_malloc(total);
     if (!out) return NULL;
     size_t at = 0;
     for (int i = 0; i < v->n; ++i) {
@@ -226,7 +267,7 @@ static void request_destroy(mca_coll_cdag_request_t *r)
     r->send_stage = r->recv_stage = NULL;
     release_args(r);
     OMPI_REQUEST_FINI(&r->nbc.super);
-    OBJ_RELEASE(r);
+    request_put(r);
     /* last: this may free a communicator the user freed while the request
      * lived, and with it our module, engine state and token pool */
     OBJ_RELEASE(comm);
@@ -298,8 +339,6 @@ int mca_coll_cdag_progress(void)
 {
     int n = cdag_glue_progress();
     if (!active_init || opal_list_is_empty(&active_requests)) return n;
-    /* the engine thread does the work: a rank waiting here lends it the core */
-    if (cdag_glue_thread_running()) sched_yield();
     /* collect first: completing may start or free other requests */
     mca_coll_cdag_request_t *done[64];
     int rcs[64], nd = 0;
@@ -322,7 +361,7 @@ int mca_coll_cdag_progress(void)
 
 /* Pack what the engine reads (and, in place, the data already in the
  * receive buffer), then start the run. */
-static int request_start_one(mca_coll_cdag_request_t *r)
+static int request_start_one(mca_coll_cdag_request_t *r, int nonblocking)
 {
     const cdag_call_t *c = &r->call;
     ompi_communicator_t *comm = r->nbc.super.req_mpi_object.comm;
@@ -344,7 +383,7 @@ static int request_start_one(mca_coll_cdag_request_t *r)
         } else {
             free(r->recv_stage);
             if (rank == c->root) r->recv_stage = pack_new(c->rbuf, n, c->rdtype, &len);
-            else r->recv_stage = malloc((len = n * dt_size(c->rdtype)) ? len : 1);
+            else r->recv_stage = call_malloc(len = n * dt_size(c->rdtype));
             r->recv_stage_len = len;
             r->run_rbuf = r->recv_stage;
         }
@@ -416,7 +455,7 @@ static int request_start_one(mca_coll_cdag_request_t *r)
                     free(r->recv_stage);
                     /* in place, the receive buffer already holds input */
                     if (in_place) r->recv_stage = pack_new(c->rbuf, rcount, c->rdtype, &len);
-                    else r->recv_stage = malloc((len = rcount * dt_size(c->rdtype)) ? len : 1);
+                    else r->recv_stage = call_malloc(len = rcount * dt_size(c->rdtype));
                     if (!r->recv_stage) return OMPI_ERR_OUT_OF_RESOURCE;
                     r->recv_stage_len = len;
                     r->run_rbuf = r->recv_stage;
@@ -429,7 +468,7 @@ static int request_start_one(mca_coll_cdag_request_t *r)
     r->nbc.super.req_complete = REQUEST_PENDING;
     r->nbc.super.req_status.MPI_ERROR = MPI_SUCCESS;
     activate(r);
-    int rc = cdag_glue_op_start(r->op, r->run_sbuf, r->run_rbuf);
+    int rc = cdag_glue_op_start(r->op, r->run_sbuf, r->run_rbuf, nonblocking);
     if (rc != 0) {
         opal_list_remove_item(&active_requests, &r->active_item);
         r->active = 0;
@@ -443,7 +482,7 @@ static int request_start(size_t count, ompi_request_t **reqs)
     for (size_t i = 0; i < count; ++i) {
         mca_coll_cdag_request_t *r = (mca_coll_cdag_request_t *)reqs[i];
         if (r->active) return OMPI_ERR_REQUEST;
-        int rc = request_start_one(r);
+        int rc = request_start_one(r, 1);
         if (rc != OMPI_SUCCESS) return rc;
     }
     return OMPI_SUCCESS;
@@ -453,7 +492,7 @@ static int request_start(size_t count, ompi_request_t **reqs)
 static uint64_t *bytes_array(const int *v, int n, size_t unit)
 {
     if (!v) return NULL;
-    uint64_t *a = malloc(sizeof(uint64_t) * (size_t)(n > 0 ? n : 1));
+    uint64_t *a = call_malloc(sizeof(uint64_t) * (size_t)(n > 0 ? n : 1));
     if (!a) return NULL;
     for (int i = 0; i < n; ++i) a[i] = (uint64_t)v[i] * unit;
     return a;
@@ -469,7 +508,7 @@ static size_t dt_extent(ompi_datatype_t *dt)
 static uint64_t *vside_offsets(const vside_t *v, int packed)
 {
     if (!packed) return bytes_array(v->displs, v->n, dt_extent(v->dt));
-    uint64_t *a = malloc(sizeof(uint64_t) * (size_t)(v->n > 0 ? v->n : 1));
+    uint64_t *a = call_malloc(sizeof(uint64_t) * (size_t)(v->n > 0 ? v->n : 1));
     if (!a) return NULL;
     uint64_t at = 0;
     for (int i = 0; i < v->n; ++i) {
@@ -491,7 +530,7 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
     spec.commutative = 1;
     uint64_t *a1 = NULL, *a2 = NULL, *a3 = NULL, *a4 = NULL;
 
-    mca_coll_cdag_request_t *r = OBJ_NEW(mca_coll_cdag_request_t);
+    mca_coll_cdag_request_t *r = request_get();
     if (!r) return OMPI_ERR_OUT_OF_RESOURCE;
     r->module = m;
     r->call = *call;
@@ -602,7 +641,7 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
     if (!r->op) {
         CDAG_VERBOSE(1, "cannot build a schedule for collective %d (error %d)", c->coll, err);
         release_args(r);
-        OBJ_RELEASE(r);
+        request_put(r);
         return OMPI_ERR_NOT_SUPPORTED;
     }
     if (mca_coll_cdag_params.verbose >= CDAG_EXPLAIN_LEVEL) {
@@ -630,7 +669,7 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
         *request = &r->nbc.super;
         return OMPI_SUCCESS;
     }
-    int rc = request_start_one(r);
+    int rc = request_start_one(r, mode == 1);
     if (rc != OMPI_SUCCESS) {
         request_destroy(r);
         return rc;
@@ -639,16 +678,12 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
         *request = &r->nbc.super;
         return OMPI_SUCCESS;
     }
-    /* blocking: drive it here */
+    /* blocking: drive it here (also under thread progress: the engine
+     * thread carries only what the application leaves MPI with) */
     int spins = 0;
     while (!REQUEST_COMPLETE(&r->nbc.super)) {
-        if (cdag_glue_thread_running()) {
-            mca_coll_cdag_progress();
-            if (++spins >= 16) { spins = 0; opal_progress(); }
-        } else {
-            mca_coll_cdag_progress();
-            if (++spins >= 64) { spins = 0; opal_progress(); }
-        }
+        mca_coll_cdag_progress();
+        if (++spins >= 64) { spins = 0; opal_progress(); }
     }
     rc = r->nbc.super.req_status.MPI_ERROR;
     request_destroy(r);
@@ -657,13 +692,23 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
 oom:
     free(a1); free(a2); free(a3); free(a4);
     release_args(r);
-    OBJ_RELEASE(r);
+    request_put(r);
     return OMPI_ERR_OUT_OF_RESOURCE;
 }
 
 static void request_construct(mca_coll_cdag_request_t *r)
 {
     OBJ_CONSTRUCT(&r->active_item, opal_list_item_t);
+    request_reset(r);
+}
+
+/* every field a call sets, as a new request has them */
+static void request_reset(mca_coll_cdag_request_t *r)
+{
+    /* what ompi_coll_base_retain_* of the last call hooked in */
+    r->nbc.cb.req_complete_cb = NULL;
+    r->nbc.req_complete_cb_data = NULL;
+    r->nbc.data.objs.objs[0] = r->nbc.data.objs.objs[1] = NULL;
     r->module = NULL;
     r->op = NULL;
     memset(&r->call, 0, sizeof(r->call));
@@ -686,6 +731,10 @@ OBJ_CLASS_INSTANCE(mca_coll_cdag_request_t, ompi_coll_base_nbc_request_t, reques
 
 void mca_coll_cdag_run_fini(void)
 {
+    while (nspare > 0) {
+        mca_coll_cdag_request_t *r = spare_requests[--nspare];
+        OBJ_RELEASE(r);  /* a macro: evaluates its argument more than once */
+    }
     if (active_init) {
         OBJ_DESTRUCT(&active_requests);
         active_init = 0;

@@ -23,8 +23,10 @@
 #define COLL_CDAG_SERVICE_H
 
 #include "coll_cdag_glue.h"
+#include "coll_cdag_recycle.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
@@ -80,7 +82,8 @@ struct Unexp {
     bool rndv;       // UCX rendezvous descriptor not pulled yet (not used: see am_cb)
     void *data;      // our copy (or, while pulling, its destination)
     uint64_t len;
-    bool pooled;     // the copy lives in a shadow buffer
+    bool pooled;     // the copy lives in a shadow buffer (else in a big buffer of capacity cap)
+    uint64_t cap;
     bool pulling;    // a rendezvous pull into data is still running
     cdag::Executor *wait_ex;  // a receive posted while pulling: completed with the copy
     cdag::VertexId wait_v;
@@ -101,6 +104,9 @@ private:
 
 using PlanKey = std::tuple<int, int, uint64_t, uint64_t, int, int>;  // coll, root, count, elem, commute, in_place
 
+template <class K, class V, bool Early = false>
+using RecycledMap = std::unordered_map<K, V, KeyHash, std::equal_to<K>, NodeAlloc<std::pair<const K, V>, Early>>;
+
 }  // namespace cdag_svc
 
 struct cdag_glue_comm {
@@ -109,6 +115,7 @@ struct cdag_glue_comm {
     std::vector<ucp_ep_h> eps;
     uint32_t next_sched = 0;
     std::map<cdag_svc::PlanKey, std::shared_ptr<const cdag::Plan>> cache;
+    std::vector<cdag_glue_op *> spare;  // finished ops of cached plans, reused by later calls
     cdag_throttle_t *pool = nullptr;  // node token pool of this communicator (throttle node)
     cdag_svc::Tr tr;
     cdag_glue_comm() : tr(this) {}
@@ -116,6 +123,8 @@ struct cdag_glue_comm {
 
 struct cdag_glue_op {
     bool counted = false;  // in Global::active_runs
+    bool reusable = false; // of a cached plan: goes to its communicator's spares when freed
+    cdag_svc::PlanKey key;
     cdag_glue_comm *c;
     std::shared_ptr<const cdag::Plan> plan;
     bool compiled = false;     // this op compiled its plan (not from the cache)
@@ -136,14 +145,20 @@ struct Global {
     rdrp_ucx_worker_t *uw = nullptr;
     ucp_worker_h w = nullptr;
     std::unordered_map<uint64_t, ucp_ep_h> eps;
-    std::unordered_map<Key, Posted, KeyHash> posted;
-    std::unordered_map<Key, Unexp, KeyHash> unexpected;
+    RecycledMap<Key, Posted> posted;
+    RecycledMap<Key, Unexp, true> unexpected;  // early arrivals: early_allocations
     std::vector<char *> shadow_free;
     std::unique_ptr<char[]> shadow_mem;
     std::thread th;
     std::atomic<bool> stop{false};
     std::atomic<bool> thread_running{false};
-    std::atomic<int> active_runs{0};  // started and not yet seen done: the engine thread stays hot
+    std::atomic<int> active_runs{0};  // nonblocking runs started and not yet seen done: the engine drives
+    std::vector<::cdag_glue_op *> running;  // those runs (the engine reaps the finished ones)
+    std::atomic<uint64_t> app_calls{0};     // application progress calls: it is inside MPI and drives
+    std::mutex idle_mu;                     // the engine's sleep while nothing runs
+    std::condition_variable idle_cv;
+    std::atomic<bool> engine_idle{false};  // asleep or napping on idle_cv
+    std::atomic<uint64_t> starts{0};        // nonblocking starts: end a nap
     bool throttling = false;              // coll_cdag_throttle rank or node
     cdag_throttle_t *rank_thr = nullptr;  // CRCT, for every communicator of the process
     std::vector<::cdag_glue_comm *> pooled;  // communicators with a node pool (cache polling)
@@ -157,7 +172,6 @@ struct Global {
         uint64_t len;
     };
     std::deque<Pending> pending;  // sends waiting for admission, in order
-    int efd = -1;
     std::string err;
 };
 extern Global G;
@@ -176,6 +190,7 @@ void shadow_release(const Unexp &u);   /* an early arrival's copy goes back */
 
 /* coll_cdag_engine_thread.cc */
 int ensure_engine_thread();            /* configured thread progress: start on first use */
+void wake_engine();                    /* a nonblocking run was counted in active_runs */
 
 }  // namespace cdag_svc
 

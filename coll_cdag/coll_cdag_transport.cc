@@ -54,16 +54,18 @@ void send_done(void *request, ucs_status_t status, void *user_data)
     if (request) ucp_request_free(request);
     Comm *c = s->c;
     if (G.throttling) unadmit(c, s->tokens);
-    if (status == UCS_OK) s->ex->complete(s->v);
-    else s->ex->fail(s->v, static_cast<int>(status));
-    delete s;
+    cdag::Executor *ex = s->ex;
+    cdag::VertexId v = s->v;
+    Recycler<SendCtx>::done(s);  // before completing: the completion may post the next send
+    if (status == UCS_OK) ex->complete(v);
+    else ex->fail(v, static_cast<int>(status));
     if (G.throttling && !G.pending.empty()) drain_pending();
 }
 
 int send_now(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id,
              const void *buf, uint64_t len, uint32_t tokens)
 {
-    auto *s = new (std::nothrow) SendCtx{c, &ex, v, tokens, AmHdr{c->cid, c->rank, id.sched, id.seq, id.tag, 0}};
+    auto *s = Recycler<SendCtx>::make(c, &ex, v, tokens, AmHdr{c->cid, c->rank, id.sched, id.seq, id.tag, 0});
     if (!s) return -1;
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -78,7 +80,7 @@ int send_now(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag
     }
     if (UCS_PTR_IS_ERR(sp)) {
         if (G.throttling) unadmit(c, tokens);
-        delete s;
+        Recycler<SendCtx>::done(s);
         return static_cast<int>(UCS_PTR_STATUS(sp));
     }
     return 0;
@@ -144,15 +146,21 @@ void rndv_done(void *request, ucs_status_t status, size_t length, void *user_dat
     (void)length;
     auto *r = static_cast<RecvCtx *>(user_data);
     if (request) ucp_request_free(request);
-    if (status == UCS_OK) r->ex->complete(r->v);
-    else r->ex->fail(r->v, static_cast<int>(status));
-    delete r;
+    cdag::Executor *ex = r->ex;
+    cdag::VertexId v = r->v;
+    Recycler<RecvCtx>::done(r);
+    if (status == UCS_OK) ex->complete(v);
+    else ex->fail(v, static_cast<int>(status));
 }
 
 /* Pull a rendezvous message into its destination. */
 void rndv_pull(void *desc, cdag::Executor *ex, cdag::VertexId v, char *buf, uint64_t len)
 {
-    auto *r = new RecvCtx{ex, v};
+    auto *r = Recycler<RecvCtx>::make(ex, v);
+    if (!r) {
+        ex->fail(v, -1);
+        return;
+    }
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv_am = rndv_done;
@@ -169,7 +177,63 @@ void rndv_pull(void *desc, cdag::Executor *ex, cdag::VertexId v, char *buf, uint
 void shadow_release(const Unexp &u)
 {
     if (u.pooled) G.shadow_free.push_back(static_cast<char *>(u.data));
-    else ::operator delete(u.data);
+    else big_buffer_put(u.data, u.cap);
+}
+
+/* ------------------------------------------------------------ big buffers */
+namespace {
+/* a collective's early segments may all be in flight at once: keep up to
+ * kBigKept buffers and kBigKeptBytes in all */
+constexpr int kBigKept = 64;
+constexpr std::size_t kBigKeptBytes = std::size_t(32) << 20;
+std::size_t big_bytes = 0;
+struct Big {
+    void *p;
+    std::size_t cap;
+};
+Big big_kept[kBigKept];
+int big_n = 0;
+}  // namespace
+
+/* big_buffer_get's size class of len */
+static std::size_t big_class(std::size_t len)
+{
+    std::size_t c = 4096;
+    while (c < len) c *= 2;
+    return c;
+}
+
+void *big_buffer_get(std::size_t len, std::size_t *cap)
+{
+    std::size_t want = big_class(len);
+    for (int i = 0; i < big_n; ++i)
+        if (big_kept[i].cap == want) {  // its own class only: reserve_for counts per class
+            void *p = big_kept[i].p;
+            *cap = big_kept[i].cap;
+            big_bytes -= big_kept[i].cap;
+            big_kept[i] = big_kept[--big_n];
+            return p;
+        }
+    count_alloc(true);
+    *cap = want;  // size classes, so later calls of nearby sizes fit
+    return ::operator new(want, std::nothrow);
+}
+
+void big_buffer_put(void *p, std::size_t cap)
+{
+    if (!p) return;
+    if (big_n == kBigKept || big_bytes + cap > kBigKeptBytes) {
+        ::operator delete(p);
+        return;
+    }
+    big_kept[big_n++] = Big{p, cap};
+    big_bytes += cap;
+}
+
+void big_buffers_release()
+{
+    while (big_n) ::operator delete(big_kept[--big_n].p);
+    big_bytes = 0;
 }
 
 /* An early rendezvous message is pulled at once into a buffer of ours, so
@@ -186,7 +250,7 @@ void early_done(void *request, ucs_status_t status, size_t length, void *user_da
     auto *e = static_cast<EarlyPull *>(user_data);
     if (request) ucp_request_free(request);
     auto it = G.unexpected.find(e->k);
-    delete e;
+    Recycler<EarlyPull, true>::done(e);
     if (it == G.unexpected.end()) return;
     Unexp &u = it->second;
     u.pulling = false;
@@ -264,18 +328,30 @@ ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_
         return UCS_OK;
     }
     ++cdag_glue_stats.unexpected;
-    Unexp u{false, nullptr, len, false, false, nullptr, 0, nullptr};
+    Unexp u{false, nullptr, len, false, 0, false, nullptr, 0, nullptr};
     if (len <= G.cfg.eager_size && !G.shadow_free.empty()) {
         u.data = G.shadow_free.back();
         G.shadow_free.pop_back();
         u.pooled = true;
     } else {
-        u.data = ::operator new(len ? len : 1);
+        std::size_t cap = 0;
+        u.data = big_buffer_get(len, &cap);
+        u.cap = cap;
+        if (!u.data) {  // out of memory: the receive that comes for it fails (length check)
+            u.len = ~0ull;
+            G.unexpected.emplace(k, u);
+            return UCS_OK;
+        }
     }
     if (rndv) {
         u.pulling = true;
         G.unexpected.emplace(k, u);
-        auto *e = new EarlyPull{k};
+        auto *e = Recycler<EarlyPull, true>::make(k);
+        if (!e) {
+            G.unexpected.find(k)->second.len = ~0ull;  // fails the receive that comes for it
+            G.unexpected.find(k)->second.pulling = false;
+            return UCS_OK;
+        }
         ucp_request_param_t p;
         p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
         p.cb.recv_am = early_done;
@@ -289,6 +365,62 @@ ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_
     if (len) std::memcpy(u.data, data, len);
     G.unexpected.emplace(k, u);
     return UCS_OK;
+}
+
+/* ------------------------------------------------------------ pools */
+/* Whatever a run of plan may need per message, made before its first run
+ * (that call allocates anyway: it compiled the plan), so the later runs of
+ * this plan find everything in the pools however their messages race:
+ * send and receive contexts, hash-map nodes and buckets for every receive
+ * posted or arriving early, and a buffer for every early arrival larger
+ * than a shadow buffer while the kept buffers stay within their budget.
+ * Receive-side needs count twice: a peer that finished a run may start the
+ * next one (of this or another plan) and its messages arrive early while
+ * this rank's early arrivals of the current run still wait. */
+void reserve_for(const cdag::Plan &plan)
+{
+    std::size_t sends = 0, recvs = 0, big_need = 0;
+    std::size_t need_by_class[48] = {};
+    for (const cdag::Op &op : plan.ops) {
+        if (op.kind == cdag::OpKind::Send) ++sends;
+        if (op.kind != cdag::OpKind::Recv) continue;
+        ++recvs;
+        if (op.a.len > G.cfg.eager_size) {
+            std::size_t c = big_class(op.a.len);
+            ++need_by_class[__builtin_ctzll(c)];
+            big_need += c;
+        }
+    }
+    recvs *= 2;
+    for (std::size_t &n : need_by_class) n *= 2;
+    big_need *= 2;
+    Recycler<SendCtx>::reserve(sends);
+    Recycler<RecvCtx>::reserve(recvs);
+    Recycler<EarlyPull, true>::reserve(recvs);
+    /* map nodes: insert and erase as many placeholder keys as the plan
+     * has receives (cid ~0 is never a communicator's) */
+    for (auto *m : {&G.posted}) {
+        if (m->bucket_count() < recvs * 2) m->reserve(recvs * 2);
+        for (std::size_t i = 0; i < recvs; ++i) m->emplace(Key{~0u, 0, 0, 0, static_cast<uint32_t>(i)}, Posted{});
+        for (std::size_t i = 0; i < recvs; ++i) m->erase(Key{~0u, 0, 0, 0, static_cast<uint32_t>(i)});
+    }
+    if (G.unexpected.bucket_count() < recvs * 2) G.unexpected.reserve(recvs * 2);
+    for (std::size_t i = 0; i < recvs; ++i) G.unexpected.emplace(Key{~0u, 0, 0, 0, static_cast<uint32_t>(i)}, Unexp{});
+    for (std::size_t i = 0; i < recvs; ++i) G.unexpected.erase(Key{~0u, 0, 0, 0, static_cast<uint32_t>(i)});
+    if (big_need == 0 || big_need > kBigKeptBytes) return;
+    for (int k = 0; k < 48; ++k) {
+        std::size_t have = 0;
+        for (int i = 0; i < big_n; ++i)
+            if (big_kept[i].cap == (std::size_t(1) << k)) ++have;
+        while (have < need_by_class[k] && big_n < kBigKept && big_bytes + (std::size_t(1) << k) <= kBigKeptBytes) {
+            std::size_t cap = 0;
+            void *p = big_buffer_get(std::size_t(1) << k, &cap);
+            if (!p) return;
+            big_kept[big_n++] = Big{p, cap};  // big_buffer_get took nothing from the kept ones here
+            big_bytes += cap;
+            ++have;
+        }
+    }
 }
 
 }  // namespace cdag_svc
