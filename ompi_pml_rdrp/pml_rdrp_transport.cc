@@ -352,7 +352,11 @@ int transport_progress()
             }
         }
     }
-    for (shm::RingConsumer &r : L.rx) n += static_cast<int>(r.poll(dispatch));
+    for (shm::RingConsumer &r : L.rx) {
+        n += static_cast<int>(r.poll(dispatch));
+        if (OPAL_UNLIKELY(r.error() != nullptr))  /* a malformed entry: nothing of it was used */
+            bad_header(r.error(), static_cast<uint64_t>(&r - L.rx.data()));
+    }
     return n;
 }
 
