@@ -1,5 +1,5 @@
 /*
- * coll_threads: MPI_THREAD_MULTIPLE with 4 threads per rank, each on its
+ * mt_coll_threads: MPI_THREAD_MULTIPLE with 4 threads per rank, each on its
  * own dup'd communicator, mixing nonblocking collectives (Iallreduce,
  * Ibcast, Iallgather, Ialltoall, Ibarrier - coll/cdag in the coll
  * configurations) with point-to-point traffic (Isend/Irecv ring, Iprobe
@@ -77,7 +77,7 @@ static void *worker(void *p)
 
 int main(int argc, char **argv)
 {
-    int provided = mt_init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, "coll_threads");
+    int provided = mt_init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, "mt_coll_threads");
     CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE not provided (%d)", provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
