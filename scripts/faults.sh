@@ -12,8 +12,9 @@
 #          (rdrp-*/cdag pools, vader segments) remains.
 #   mca    every MCA parameter of pml/rdrp, btl/credit and coll/cdag set to
 #          nonsense (-1, a huge number, a word): the job either runs
-#          correctly or fails within 30 s with a message naming the
-#          parameter; never a crash, hang or silent success with garbage.
+#          correctly (numbers: clamped or taken as they are) or fails within
+#          30 s with a message naming the parameter; a word must be refused;
+#          never a crash or hang.  Takes ~30 min (np 2, one job per value).
 #
 #   scripts/faults.sh [kill] [mca] [--np N] [--repeat K] [--only REGEX]
 # Runs niced against ./build (RDRP_BUILD_DIR).
@@ -168,6 +169,8 @@ if [[ " ${parts[*]} " == *" mca "* ]]; then
                     result FAIL "mca $p=$v: no exit within 30 s"
                 elif grep -qE 'Segmentation|core dumped|Aborted|signal 6|signal 11' "$log"; then
                     result FAIL "mca $p=$v: crashed (log $log)"
+                elif [ $rc -eq 0 ] && [ "$v" = nonsense ]; then
+                    result FAIL "mca $p=$v: a word where a value belongs was accepted without a message (${secs}s)"
                 elif [ $rc -eq 0 ]; then
                     result PASS "mca $p=$v: accepted, the test passed (${secs}s)"
                 elif grep -q "$p" "$log"; then
