@@ -8,6 +8,7 @@
  * frees them and sends the credits the engine returns.
  */
 #include "btl_credit_internal.h"
+#include "btl_credit_wire_check.h"
 
 #include <cstring>
 #include <string>
@@ -20,15 +21,21 @@ namespace btlcredit {
     fatal("bad-header", what, v.c_str());
 }
 
-/* Common header checks; returns the sender's engine index. */
-static uint32_t check_header(const void *header, size_t hlen, btl_credit_hdr_t *h)
+static_assert(sizeof(btl_credit_hdr_t) == MCA_BTL_CREDIT_HDR_SIZE, "wire header size");
+
+/* Every check of a frame (check_frame: a pure function, fuzzed), then the
+ * sender's packet order; returns the sender's engine index.  Nothing of
+ * the frame is used before this returns. */
+static uint32_t check_header(bool data, const void *header, size_t hlen, size_t len,
+                             btl_credit_hdr_t *h)
 {
-    if (OPAL_UNLIKELY(hlen != sizeof(*h))) bad_header("header length", hlen, UINT32_MAX);
-    std::memcpy(h, header, sizeof(*h));
-    if (OPAL_UNLIKELY(h->version != BTL_CREDIT_WIRE_VERSION))
-        bad_header("wire version (different btl/credit builds in one job?)", h->version, h->src);
-    if (OPAL_UNLIKELY(h->src >= g.nprocs || h->src == g.me || !g.engine))
-        bad_header("sender", h->src, h->src);
+    std::memset(h, 0, sizeof(*h));
+    if (hlen == sizeof(*h)) std::memcpy(h, header, sizeof(*h));
+    if (OPAL_UNLIKELY(!g.engine)) bad_header("frame before the engine is up", hlen, h->src);
+    const FrameLimits limits{g.nprocs, g.me, g.payload_cap, MCA_BTL_TAG_PML};
+    if (const char *bad = check_frame(data, hlen, *h, len, limits)) {
+        bad_header(bad, hlen != sizeof(*h) ? hlen : data ? len : h->kind, h->src);
+    }
     uint32_t index = peer_index(h->src);
     if (OPAL_UNLIKELY(h->seq != g.rx_seq[index]))
         bad_header("packet out of order (expected sequence number differs)", h->seq, h->src);
@@ -50,10 +57,7 @@ static ucs_status_t am_data(void *arg, const void *header, size_t hlen, void *da
 {
     (void)arg;
     btl_credit_hdr_t h;
-    uint32_t index = check_header(header, hlen, &h);
-    if (OPAL_UNLIKELY(h.kind != RDRP_CREDIT_PKT_DATA)) bad_header("data packet kind", h.kind, h.src);
-    if (OPAL_UNLIKELY(len > g.payload_cap)) bad_header("packet larger than a mailbox slot", len, h.src);
-    if (OPAL_UNLIKELY(h.tag < MCA_BTL_TAG_PML)) bad_header("upper-layer tag", h.tag, h.src);
+    uint32_t index = check_header(true, header, hlen, len, &h);
     rdrp::credit::PacketHeader ph;
     ph.kind = rdrp::credit::PacketKind::kData;
     ph.credits = h.credits;
@@ -97,9 +101,7 @@ static ucs_status_t am_ctrl(void *arg, const void *header, size_t hlen, void *da
     (void)data;
     (void)param;
     btl_credit_hdr_t h;
-    uint32_t index = check_header(header, hlen, &h);
-    if (OPAL_UNLIKELY(len != 0 || h.kind == RDRP_CREDIT_PKT_DATA || h.kind > RDRP_CREDIT_PKT_RESPONSE))
-        bad_header("control packet kind", h.kind, h.src);
+    uint32_t index = check_header(false, header, hlen, len, &h);
     rdrp::credit::PacketHeader ph;
     ph.kind = static_cast<rdrp::credit::PacketKind>(h.kind);
     ph.credits = h.credits;

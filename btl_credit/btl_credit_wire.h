@@ -21,7 +21,6 @@
 
 #include <stdint.h>
 
-#include "btl_credit.h"
 #include "common/credit/rdrp_credit.h" /* RDRP_CREDIT_PKT_* */
 
 /* UCP AM ids (our own worker, so they collide with nobody). */
@@ -40,7 +39,7 @@ typedef struct btl_credit_hdr {
 #define BTL_CREDIT_WIRE_VERSION 1
 
 #ifdef __cplusplus
-static_assert(sizeof(btl_credit_hdr_t) == MCA_BTL_CREDIT_HDR_SIZE, "wire header size");
+static_assert(sizeof(btl_credit_hdr_t) == 16, "wire header size (MCA_BTL_CREDIT_HDR_SIZE)");
 #endif
 
 #endif /* MCA_BTL_CREDIT_WIRE_H */

@@ -231,6 +231,8 @@ static void register_pvars(void)
              &cdag_glue_stats.throttle_pools);
     reg_pvar("token_cache_hits", "Schedule messages admitted from the rank's token cache without "
              "touching the node pool (coll_cdag_throttle_token_cache)", &cdag_glue_stats.token_cache_hits);
+    reg_pvar("dropped", "Arrivals dropped unread because their header was malformed (not a cdag packet)",
+             &cdag_glue_stats.dropped);
 }
 
 /* ------------------------------------------------------------ open / close */

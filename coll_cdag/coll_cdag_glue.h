@@ -68,6 +68,7 @@ typedef struct cdag_glue_stats {
     uint64_t throttled;        /* sends that had to wait for admission (token throttling) */
     uint64_t throttle_pools;   /* node token pools opened (one per communicator, throttle node) */
     uint64_t token_cache_hits; /* sends admitted from the rank's token cache, no shared memory touched */
+    uint64_t dropped;          /* arrivals whose header failed check_packet (cdag_wire.h) */
 } cdag_glue_stats_t;
 extern cdag_glue_stats_t cdag_glue_stats;
 

@@ -40,19 +40,13 @@
 #include "cdag_coll.h"
 #include "cdag_exec.h"
 #include "cdag_plan.h"
+#include "cdag_wire.h"
 #include "ucx_glue/rdrp_ucx.h"
 #include "common/throttle/throttle.h"
 
 namespace cdag_svc {
 
 inline constexpr unsigned kAmId = 20;  // our own worker: any id
-
-struct AmHdr {
-    uint32_t cid;
-    int32_t src;
-    uint32_t sched, seq, tag;
-    uint32_t pad;
-};
 
 struct Key {
     uint32_t cid, src, sched, seq, tag;

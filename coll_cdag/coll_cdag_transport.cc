@@ -306,9 +306,13 @@ ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_
                    const ucp_am_recv_param_t *param)
 {
     (void)arg;
-    if (hlen != sizeof(AmHdr)) return UCS_OK;  // not ours: drop, never touch memory
     AmHdr h;
-    std::memcpy(&h, header, sizeof(h));
+    std::memset(&h, 0, sizeof(h));
+    if (hlen == sizeof(h)) std::memcpy(&h, header, sizeof(h));
+    if (check_packet(hlen, h) != nullptr) {  // not ours or malformed: drop, never touch memory
+        ++cdag_glue_stats.dropped;
+        return UCS_OK;
+    }
     Key k{h.cid, static_cast<uint32_t>(h.src), h.sched, h.seq, h.tag};
     bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
     auto it = G.posted.find(k);

@@ -234,12 +234,13 @@ ucs_status_t am_credit_cb(void *arg, const void *hdr, size_t hlen, void *data, s
 {
     (void)arg; (void)data; (void)len; (void)param;
     Guard guard;
-    if (hlen != sizeof(rdrp_credit_hdr_t) || !credit_enabled()) {
-        bad_header("credit packet header", hlen);
+    rdrp_credit_hdr_t h;
+    std::memset(&h, 0, sizeof(h));
+    if (hlen == sizeof(h)) std::memcpy(&h, hdr, sizeof(h));
+    if (const char *bad = wire::check_credit(hlen, h, credit_limits())) {
+        bad_header(bad, hlen == sizeof(h) ? h.src_vpid : hlen);
         return UCS_OK;
     }
-    rdrp_credit_hdr_t h;
-    std::memcpy(&h, hdr, sizeof(h));
     credit_control(h.src_vpid, h.kind, h.credits);
     return UCS_OK;
 }

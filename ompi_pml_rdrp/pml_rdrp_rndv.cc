@@ -13,9 +13,11 @@
  * sender.
  */
 #include "pml_rdrp_request.h"
+#include "pml_rdrp_transport.h"
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "common/shm/shm_segment.h"
 
@@ -91,6 +93,20 @@ static void rma_pump(Request *r)
 /* ------------------------------------------------------------ am path */
 static void chunk_recv_done(void *request, ucs_status_t status, size_t length, void *user_data);
 
+/* A chunk could not be pulled: its sender is gone (UCX reports the lost
+ * connection here, often before the endpoint's error handler runs), so the
+ * message names that peer (scripts/faults.sh kill rdrp-rndv-am printed
+ * only "rendezvous chunk receive Input/output error"). */
+static void chunk_failed(const Request *r, ucs_status_t status)
+{
+    if (r->ep && r->ep->proc) {
+        std::string why = std::string(ucs_status_string(status)) + " (rendezvous chunk receive)";
+        mca_pml_rdrp_fatal("peer-failed", OPAL_NAME_PRINT(r->ep->proc->super.proc_name), why.c_str());
+        return;
+    }
+    fatal_status("rendezvous chunk receive", status);
+}
+
 /* Accept one chunk now: pull it with UCX's zero-copy rendezvous. */
 static void am_accept(Request *r, void *desc, size_t off, size_t len)
 {
@@ -111,7 +127,7 @@ static void am_accept(Request *r, void *desc, size_t off, size_t len)
     if (sp == nullptr) {
         chunk_recv_done(nullptr, UCS_OK, len, c);
     } else if (UCS_PTR_IS_ERR(sp)) {
-        fatal_status("rendezvous chunk receive", UCS_PTR_STATUS(sp));
+        chunk_failed(r, UCS_PTR_STATUS(sp));
     }
 }
 
@@ -121,7 +137,7 @@ static void chunk_recv_done(void *request, ucs_status_t status, size_t length, v
     Ctrl *c = static_cast<Ctrl *>(user_data);
     Request *r = c->req;
     if (request) ucp_request_free(request);
-    if (status != UCS_OK) fatal_status("rendezvous chunk receive", status);
+    if (status != UCS_OK) chunk_failed(r, status);
     r->received += c->len;
     r->inflight_bytes -= c->len;
     --r->inflight;

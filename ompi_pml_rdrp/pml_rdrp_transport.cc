@@ -358,7 +358,10 @@ int transport_progress()
         }
     }
     for (size_t i = 0; i < L.rx.size(); ++i) {
-        unsigned got = L.rx[i].poll(dispatch);
+        shm::RingConsumer &r = L.rx[i];
+        unsigned got = r.poll(dispatch);
+        if (OPAL_UNLIKELY(r.error() != nullptr))  /* a malformed entry: nothing of it was used */
+            bad_header(r.error(), static_cast<uint64_t>(i));
         /* the peer just talked to us, so it is progressing: it has likely
          * taken all we sent, and our ring to it may rewind (shm_ring.h) */
         if (got && L.tx_to[i]) L.tx_to[i]->tx.hint_drained();

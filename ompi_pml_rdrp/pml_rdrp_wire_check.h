@@ -107,6 +107,20 @@ inline const char *check_rtr(const rdrp_rtr_hdr_t &h, size_t hlen, uint64_t pack
     return nullptr;
 }
 
+/* RDRP_AM_CREDIT: a control packet of the credit engine (credit grant,
+ * compulsory return request or response; kind 0 = data never travels
+ * here).  Whether it keeps the protocol is the engine's to say
+ * (on_packet's kProtocolError); this is what must hold before it is
+ * asked at all. */
+inline const char *check_credit(size_t hlen, const rdrp_credit_hdr_t &h, const CreditLimits &c)
+{
+    if (hlen != sizeof(rdrp_credit_hdr_t)) return "credit packet header length";
+    if (!c.enabled) return "credit packet to a process without credits";
+    if (h.kind == 0 || h.kind > 3) return "malformed credit packet";
+    if (h.src_vpid >= c.npeers) return "flow-control source out of range";
+    return nullptr;
+}
+
 /* A match header's source rank against the communicator's (remote) size. */
 inline const char *check_source(int32_t src, int size)
 {

@@ -44,6 +44,22 @@ if [ -x "$build/test/unit/rdrp_unit_tests" ]; then
     fail=$((fail + bad))
 fi
 
+# ---------------------------------------------------------------- fuzz corpus replay
+# Every fuzz target over its committed corpus (seeds and regression
+# inputs), built with the ordinary compiler; campaigns: scripts/fuzz.sh.
+echo "== fuzz corpus replay"
+for t in pml_wire btl_wire cdag_wire shm_ring credit_engine; do
+    if make -C "$build" -s "test/fuzz/replay_$t" >/dev/null 2>"$build/replay-$t.err" &&
+        "$build/test/fuzz/replay_$t" "$top/test/fuzz/corpus/$t" >"$build/replay-$t.out" 2>&1; then
+        echo "PASS fuzz-replay $t ($(cat "$build/replay-$t.out"))"
+        pass=$((pass + 1))
+    else
+        tail -20 "$build/replay-$t.err" "$build/replay-$t.out" 2>/dev/null
+        echo "FAIL fuzz-replay $t"
+        fail=$((fail + 1))
+    fi
+done
+
 # ---------------------------------------------------------------- credit simulator
 echo "== credit engine simulator (quick, invariants checked)"
 if make -C "$build" -s test/sim/credit_sim >/dev/null 2>"$build/sim-build.err" &&

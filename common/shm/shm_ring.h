@@ -79,6 +79,29 @@ constexpr size_t kRingOverhead = sizeof(RingControl);
 /* Bytes one message of len (= hlen + plen) bytes takes in the ring. */
 inline constexpr size_t entry_bytes(size_t len) { return (sizeof(EntryHeader) + len + 63) & ~size_t(63); }
 
+/* Check of one entry header the consumer read from shared memory, at
+ * offset `off` of a data area of `size` bytes (the other process, or a
+ * stray write into the segment, may have put anything there): the entry
+ * must lie inside the data area, a skip marker must end exactly at the
+ * end of the lap, a message must fit max_message() and its header its
+ * length.  A pure function of the values read once (the caller copies
+ * them out of shared memory first, so they cannot change between check
+ * and use); a non-null result is the reason for rejecting the ring. */
+inline const char *check_entry(size_t off, size_t size, uint32_t len, uint16_t id, uint16_t hlen)
+{
+    if (size < 128 || (size & (size - 1)) != 0 || off >= size || (off & 63) != 0)
+        return "ring entry at an impossible offset";
+    if (id == kSkip) {
+        if (off + sizeof(EntryHeader) + static_cast<size_t>(len) != size)
+            return "ring skip marker does not end at the end of the ring";
+        return nullptr;
+    }
+    if (static_cast<size_t>(len) > size / 2 - 64) return "ring entry longer than the largest message";
+    if (hlen > len) return "ring entry header longer than the entry";
+    if (off + entry_bytes(len) > size) return "ring entry runs past the end of the ring";
+    return nullptr;
+}
+
 /* Bytes of shared memory one ring of `size` data bytes needs. */
 inline constexpr size_t ring_bytes(size_t size) { return kRingOverhead + size; }
 
@@ -195,22 +218,30 @@ public:
      * payload, plen); the bytes are valid only during the call.  At most
      * `max` messages; returns how many.  The head is published once, at
      * the end, so the producer's view of the ring costs one cache-line
-     * transfer per batch.  fn must not re-enter poll() on this ring. */
+     * transfer per batch.  fn must not re-enter poll() on this ring.
+     * An entry that fails check_entry() stops the ring for good: poll()
+     * hands out nothing more and error() says why (the caller reports it;
+     * nothing of that entry has been read past its header). */
     template <class Fn>
     unsigned poll(Fn &&fn, unsigned max = 64)
     {
         unsigned n = 0;
-        while (n < max) {
+        while (n < max && !error_) {
             size_t off = head_ & (size_ - 1);
             EntryHeader *e = reinterpret_cast<EntryHeader *>(data_ + off);
             if (e->pos.load(std::memory_order_acquire) != head_) break;
-            uint32_t len = e->len;
-            uint16_t id = e->id;
+            /* each field read once from shared memory: check and use agree */
+            uint32_t len = reinterpret_cast<volatile uint32_t &>(e->len);
+            uint16_t id = reinterpret_cast<volatile uint16_t &>(e->id);
+            uint16_t hlen = reinterpret_cast<volatile uint16_t &>(e->hlen);
+            if (const char *bad = check_entry(off, size_, len, id, hlen)) {
+                error_ = bad;
+                break;
+            }
             if (id == kSkip) {
                 head_ += sizeof(EntryHeader) + len;
                 continue;
             }
-            uint16_t hlen = e->hlen;
             const char *body = data_ + off + sizeof(EntryHeader);
             head_ += entry_bytes(len);
             ++n;
@@ -223,9 +254,16 @@ public:
         return n;
     }
 
+    /* The stream position of the next entry (tests write forged entries there). */
+    uint64_t position() const { return head_; }
+
+    /* Why the ring was stopped (a malformed entry), or null. */
+    const char *error() const { return error_; }
+
     /* A message is waiting (cheap: one load). */
     bool ready() const
     {
+        if (error_) return false;
         const EntryHeader *e = reinterpret_cast<const EntryHeader *>(data_ + (head_ & (size_ - 1)));
         return e->pos.load(std::memory_order_acquire) == head_;
     }
@@ -236,6 +274,7 @@ private:
     size_t size_ = 0;
     uint64_t head_ = 0;
     uint64_t published_ = 0;
+    const char *error_ = nullptr;
 };
 
 }  // namespace rdrp::shm

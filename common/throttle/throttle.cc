@@ -96,6 +96,11 @@ struct cdag_throttle {
 
 namespace {
 
+/* Slots of the pool, from our own copy: the count in shared memory was
+ * checked once at join and is never read again (another process, or a
+ * stray write, could change it and walk us past the mapping). */
+uint32_t slots_of(const cdag_throttle *t) { return static_cast<uint32_t>(t->local_size); }
+
 void set_err(char *err, size_t len, const std::string &m)
 {
     if (err && len) snprintf(err, len, "%s", m.c_str());
@@ -126,7 +131,7 @@ void recover(cdag_throttle *t)
     Pool *p = t->pool;
     uint64_t serving = p->now_serving.load();
     bool holder_found = false;
-    for (uint32_t i = 0; i < p->nslots; ++i) {
+    for (uint32_t i = 0; i < slots_of(t); ++i) {
         if (static_cast<int>(i) == t->slot) continue;
         Slot &s = p->slots[i];
         int32_t pid = s.pid.load();
@@ -152,17 +157,17 @@ void recover(cdag_throttle *t)
     if (!holder_found && serving != t->my_ticket && serving < p->next_ticket.load() &&
         t->waits >= 2 * t->cfg.recover_after) {
         bool recorded = false;
-        for (uint32_t i = 0; i < p->nslots; ++i)
+        for (uint32_t i = 0; i < slots_of(t); ++i)
             if (p->slots[i].ticket.load() == serving) recorded = true;
         uint64_t e = serving;
         if (!recorded && p->now_serving.compare_exchange_strong(e, serving + 1)) ++t->st.skipped_tickets;
     }
 }
 
-bool all_attached(const Pool *p)
+bool all_attached(const cdag_throttle *t)
 {
-    for (uint32_t i = 0; i < p->nslots; ++i)
-        if (p->slots[i].pid.load() == 0) return false;
+    for (uint32_t i = 0; i < slots_of(t); ++i)
+        if (t->pool->slots[i].pid.load() == 0) return false;
     return true;
 }
 
@@ -182,7 +187,7 @@ void unlink_own_name(cdag_throttle *t)
  * leaves nothing behind in /dev/shm. */
 void check_full(cdag_throttle *t)
 {
-    if (t->full || t->priv || !all_attached(t->pool)) return;
+    if (t->full || t->priv || !all_attached(t)) return;
     t->full = true;
     unlink_own_name(t);
 }
@@ -218,7 +223,7 @@ bool join_pool(Pool *p, int local_rank, int local_size)
         nap_us(50);
     }
     if (p->nslots != static_cast<uint32_t>(local_size)) return false;
-    for (uint32_t i = 0; i < p->nslots; ++i) {
+    for (uint32_t i = 0; i < static_cast<uint32_t>(local_size); ++i) {
         int32_t pid = p->slots[i].pid.load();
         if (pid < 0 || pid_dead(pid)) return false;
     }
@@ -354,7 +359,7 @@ void cdag_throttle_destroy(cdag_throttle_t *t)
         if (t->priv) {
             free(t->pool);
         } else {
-            if (!t->full && !all_attached(t->pool)) unlink_own_name(t);  // a member never came
+            if (!t->full && !all_attached(t)) unlink_own_name(t);  // a member never came
             munmap(t->pool, t->map_len);
         }
     }
@@ -444,7 +449,7 @@ void help_head(cdag_throttle *t)
     uint64_t serving = p->now_serving.load();
     if (serving == t->my_ticket) return;
     Slot *h = nullptr;
-    for (uint32_t i = 0; i < p->nslots && !h; ++i)
+    for (uint32_t i = 0; i < slots_of(t) && !h; ++i)
         if (p->slots[i].ticket.load() == serving) h = &p->slots[i];
     if (!h) return;
     if (h->grant_for.load() == serving) {  // served already: only the queue's move is missing
@@ -617,7 +622,7 @@ void cdag_throttle_pool_state(const cdag_throttle_t *t, int64_t *free_tokens, in
     *injecting = 0;
     if (!t->pool) return;
     *free_tokens = t->pool->tokens.load();
-    for (uint32_t i = 0; i < t->pool->nslots; ++i)
+    for (uint32_t i = 0; i < slots_of(t); ++i)
         *held += t->pool->slots[i].held.load() + t->pool->slots[i].granted.load();
     *injecting = t->pool->injecting.load();
 }

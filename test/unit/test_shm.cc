@@ -291,3 +291,73 @@ TEST(ShmSegment, SingleCopyReadAndWriteOfAnotherProcess)
     // a bad address is an error, not a crash
     EXPECT_NE(cma_read(getpid(), got.data(), 16, 64), 0);
 }
+
+// The consumer reads entry headers another process wrote.  It used their
+// length and header length as they were: a forged length handed out bytes
+// past the ring (and a skip marker of any length moved the head anywhere).
+// Now every entry passes check_entry first; a bad one stops the ring.
+namespace {
+void forge(LocalRing &r, uint32_t len, uint16_t id, uint16_t hlen)
+{
+    auto *e = reinterpret_cast<EntryHeader *>(r.base + kRingOverhead + (r.cons.position() & (r.size - 1)));
+    e->len = len;
+    e->id = id;
+    e->hlen = hlen;
+    e->pos.store(r.cons.position(), std::memory_order_release);
+}
+unsigned poll_count(LocalRing &r)
+{
+    return r.cons.poll([](uint16_t, const void *, size_t, const void *, size_t) {});
+}
+}  // namespace
+
+TEST(ShmRingHostile, EntryLongerThanTheRingIsRejected)
+{
+    LocalRing r(4096);
+    forge(r, 1u << 30, 1, 0);
+    EXPECT_EQ(poll_count(r), 0u);
+    ASSERT_NE(r.cons.error(), nullptr);
+    EXPECT_FALSE(r.cons.ready()) << "a stopped ring offers nothing more";
+}
+
+TEST(ShmRingHostile, HeaderLongerThanTheEntryIsRejected)
+{
+    LocalRing r(4096);
+    forge(r, 8, 1, 100);
+    EXPECT_EQ(poll_count(r), 0u);
+    EXPECT_NE(r.cons.error(), nullptr);
+}
+
+TEST(ShmRingHostile, SkipMarkerMustEndAtTheEndOfTheRing)
+{
+    LocalRing r(4096);
+    forge(r, 100, kSkip, 0);
+    EXPECT_EQ(poll_count(r), 0u);
+    EXPECT_NE(r.cons.error(), nullptr);
+}
+
+TEST(ShmRingHostile, EntryRunningPastTheEndIsRejected)
+{
+    LocalRing r(4096);
+    std::string p(1000, 'x');
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(r.prod.push(1, nullptr, 0, p.data(), p.size()));
+    EXPECT_EQ(poll_count(r), 3u);  // the head is now 3 KiB into the lap
+    forge(r, 1500, 1, 0);          // fits max_message(), not the rest of the lap
+    EXPECT_EQ(poll_count(r), 0u);
+    EXPECT_NE(r.cons.error(), nullptr);
+}
+
+TEST(ShmRingHostile, CheckAcceptsEverythingAProducerWrites)
+{
+    for (size_t size : {size_t(128), size_t(4096), size_t(1) << 20})
+        for (size_t off = 0; off < size; off += 64) {
+            EXPECT_EQ(check_entry(off, size, static_cast<uint32_t>(size - off - 16), kSkip, 0), nullptr);
+            for (size_t len : {size_t(0), size_t(1), size_t(48), size / 2 - 64})
+                if (off + entry_bytes(len) <= size && len <= size / 2 - 64) {
+                    EXPECT_EQ(check_entry(off, size, static_cast<uint32_t>(len), 1,
+                                          static_cast<uint16_t>(len < 40 ? len : 40)), nullptr)
+                        << size << " " << off << " " << len;
+                }
+            if (size > 4096) off += 4096;  // sampled
+        }
+}

@@ -5,7 +5,9 @@
 // property test of the limits.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -543,4 +545,38 @@ TEST(Throttle, RandomPropertyLimitsHold)
         }
     }
     EXPECT_GT(proxied, 0u) << "the random walk never served a head by proxy";
+}
+
+// The pool's slot count lives in shared memory: a process that walked it
+// (dead-rank recovery, the head's proxy, pool_state) after another process
+// or a stray write changed it read past its mapping.  The count checked at
+// join is the only one used.
+TEST(ThrottleHostile, SlotCountChangedInSharedMemoryIsNotFollowed)
+{
+    std::string name = pool_name("nslots");
+    char err[256];
+    auto c = node_cfg(4);
+    cdag_throttle_t *a = cdag_throttle_create(&c, name.c_str(), 0, 2, err, sizeof(err));
+    ASSERT_NE(a, nullptr) << err;
+    int fd = shm_open(name.c_str(), O_RDWR, 0);
+    ASSERT_GE(fd, 0);
+    void *m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    ASSERT_NE(m, MAP_FAILED);
+    cdag_throttle_t *b = cdag_throttle_create(&c, name.c_str(), 1, 2, err, sizeof(err));
+    ASSERT_NE(b, nullptr) << err;
+    uint32_t *nslots = reinterpret_cast<uint32_t *>(static_cast<char *>(m) + sizeof(uint32_t));
+    ASSERT_EQ(*nslots, 2u) << "layout: the slot count follows the state word";
+    *nslots = 1u << 30;  // far past the mapping
+    int64_t fr, held;
+    int32_t inj;
+    cdag_throttle_pool_state(a, &fr, &held, &inj);
+    EXPECT_EQ(held, 0);
+    EXPECT_EQ(fr, 4);
+    uint32_t tok;
+    EXPECT_EQ(cdag_throttle_try_acquire(b, 8, &tok), 1);
+    cdag_throttle_release(b, tok);
+    munmap(m, 4096);
+    cdag_throttle_destroy(b);
+    cdag_throttle_destroy(a);
 }

@@ -8,6 +8,8 @@
 #include <limits>
 #include <random>
 
+#include "btl_credit/btl_credit_wire_check.h"
+#include "coll_cdag/cdag_wire.h"
 #include "ompi_pml_rdrp/pml_rdrp_wire_check.h"
 
 using namespace rdrp::wire;
@@ -215,4 +217,66 @@ TEST(WireCheck, RandomHeadersAcceptedOnlyIfSafe)
     // the generator reaches both sides of every check
     EXPECT_GT(accepted_rts, 100);
     EXPECT_GT(accepted_chunks, 1000);
+}
+
+// ---- checks added with the fuzz targets (test/fuzz): credit packets,
+// btl/credit frames, coll/cdag packets.
+TEST(WireCheck, CreditPacket)
+{
+    rdrp::wire::CreditLimits on{true, 4096, 4};
+    rdrp_credit_hdr_t h{};
+    h.src_vpid = 3;
+    h.kind = 1;
+    h.credits = 7;
+    EXPECT_EQ(rdrp::wire::check_credit(sizeof(h), h, on), nullptr);
+    EXPECT_NE(rdrp::wire::check_credit(sizeof(h) - 1, h, on), nullptr);
+    EXPECT_NE(rdrp::wire::check_credit(sizeof(h), h, rdrp::wire::CreditLimits{false, 0, 0}), nullptr);
+    h.kind = 0;  // data never travels as a credit packet
+    EXPECT_NE(rdrp::wire::check_credit(sizeof(h), h, on), nullptr);
+    h.kind = 4;
+    EXPECT_NE(rdrp::wire::check_credit(sizeof(h), h, on), nullptr);
+    h.kind = 3;
+    h.src_vpid = 4;
+    EXPECT_NE(rdrp::wire::check_credit(sizeof(h), h, on), nullptr);
+}
+
+TEST(WireCheck, BtlCreditFrame)
+{
+    btlcredit::FrameLimits l{4, 0, 4080, 0x40};
+    btl_credit_hdr_t h{};
+    h.tag = 0x41;
+    h.kind = RDRP_CREDIT_PKT_DATA;
+    h.version = BTL_CREDIT_WIRE_VERSION;
+    h.src = 2;
+    EXPECT_EQ(btlcredit::check_frame(true, sizeof(h), h, 4080, l), nullptr);
+    EXPECT_NE(btlcredit::check_frame(true, sizeof(h), h, 4081, l), nullptr) << "larger than a slot";
+    EXPECT_NE(btlcredit::check_frame(true, sizeof(h) + 1, h, 10, l), nullptr);
+    EXPECT_NE(btlcredit::check_frame(false, sizeof(h), h, 0, l), nullptr) << "data kind on the control id";
+    h.src = 0;
+    EXPECT_NE(btlcredit::check_frame(true, sizeof(h), h, 10, l), nullptr) << "from ourselves";
+    h.src = 4;
+    EXPECT_NE(btlcredit::check_frame(true, sizeof(h), h, 10, l), nullptr) << "past the job";
+    h.src = 1;
+    h.version = BTL_CREDIT_WIRE_VERSION + 1;
+    EXPECT_NE(btlcredit::check_frame(true, sizeof(h), h, 10, l), nullptr);
+    h.version = BTL_CREDIT_WIRE_VERSION;
+    h.tag = 0x3f;
+    EXPECT_NE(btlcredit::check_frame(true, sizeof(h), h, 10, l), nullptr);
+    h.kind = RDRP_CREDIT_PKT_RESPONSE;
+    EXPECT_EQ(btlcredit::check_frame(false, sizeof(h), h, 0, l), nullptr);
+    EXPECT_NE(btlcredit::check_frame(false, sizeof(h), h, 1, l), nullptr) << "control with payload";
+    h.kind = RDRP_CREDIT_PKT_RESPONSE + 1;
+    EXPECT_NE(btlcredit::check_frame(false, sizeof(h), h, 0, l), nullptr);
+}
+
+TEST(WireCheck, CdagPacket)
+{
+    cdag_svc::AmHdr h{5, 1, 2, 3, 4, 0};
+    EXPECT_EQ(cdag_svc::check_packet(sizeof(h), h), nullptr);
+    EXPECT_NE(cdag_svc::check_packet(sizeof(h) - 4, h), nullptr);
+    h.src = -1;
+    EXPECT_NE(cdag_svc::check_packet(sizeof(h), h), nullptr);
+    h.src = 1;
+    h.pad = 9;
+    EXPECT_NE(cdag_svc::check_packet(sizeof(h), h), nullptr);
 }

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Soak: test/soak/soak.c (random sizes 0 B-16 MiB skewed small, tags,
+# wildcard and probed receives, derived datatypes, every send mode,
+# cancel; every byte checksummed, per-(source, tag, communicator) order and
+# sent = received checked) under each configuration below, at each process
+# count, for a given time.  One line per run, then "N passed, N failed".
+#
+#   scripts/soak.sh [--seconds S] [--np "2 3 4"] [--configs "LIST"] [--ci] [--list]
+#
+# --seconds: per run (default 600); --ci: 20 s each of rdrp, rdrp-tiny and
+# ob1-credit at np 3 (about a minute).  Runs niced, against the components
+# of ./build (RDRP_BUILD_DIR).  A run fails on any error the program
+# reports, a non-zero exit, or a hang (S + 180 s).
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${RDRP_BUILD_DIR:-$top/build}
+seconds=600
+nps="2 3 4"
+sel=""
+declare -A cfg=(
+    [rdrp]="--mca pml rdrp"
+    [rdrp-get]="--mca pml rdrp --mca pml_rdrp_rndv_protocol get"
+    [rdrp-put]="--mca pml rdrp --mca pml_rdrp_rndv_protocol put"
+    [rdrp-am]="--mca pml rdrp --mca pml_rdrp_data_path am"
+    [rdrp-rma]="--mca pml rdrp --mca pml_rdrp_data_path rma"
+    [rdrp-noshm]="--mca pml rdrp --mca pml_rdrp_shm 0"
+    [rdrp-tiny]="--mca pml rdrp --mca pml_rdrp_credit_slots 16 --mca pml_rdrp_eager_limit 64 --mca pml_rdrp_shm_eager_limit 64 --mca pml_rdrp_rndv_first_chunk 16 --mca pml_rdrp_chunk_size 4096 --mca pml_rdrp_max_outstanding 2"
+    [rdrp-credit-static]="--mca pml rdrp --mca pml_rdrp_credit_slots 16 --mca pml_rdrp_credit_mode static"
+    [rdrp-throttle]="--mca pml rdrp --mca pml_rdrp_throttle node --mca pml_rdrp_throttle_node_tokens 4"
+    [ob1-credit]="--mca pml ob1 --mca btl self,credit"
+    [ob1-credit-tiny]="--mca pml ob1 --mca btl self,credit --mca btl_credit_slots 16"
+)
+order="rdrp rdrp-get rdrp-put rdrp-am rdrp-rma rdrp-noshm rdrp-tiny rdrp-credit-static rdrp-throttle ob1-credit ob1-credit-tiny"
+while [ $# -gt 0 ]; do
+    case $1 in
+        --seconds) seconds=$2; shift 2 ;;
+        --np) nps=$2; shift 2 ;;
+        --configs) sel=$2; shift 2 ;;
+        --ci) seconds=20; nps=3; sel="rdrp rdrp-tiny ob1-credit"; shift ;;
+        --list) for c in $order; do echo "$c: ${cfg[$c]}"; done; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        *) echo "unknown argument $1 (see --help)"; exit 2 ;;
+    esac
+done
+[ -n "$sel" ] || sel=$order
+export OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$build/.libs"
+export OMPI_MCA_mpi_yield_when_idle=1
+mkdir -p "$build/soak"
+bin=$build/soak/soak
+if [ ! -x "$bin" ] || [ "$top/test/soak/soak.c" -nt "$bin" ]; then
+    nice -n 19 mpicc -std=c99 -O2 -Wall -Werror -o "$bin" "$top/test/soak/soak.c" ||
+        { echo "FAIL soak: build"; echo "0 passed, 1 failed"; exit 1; }
+fi
+pass=0
+fail=0
+seed=$(date +%s)
+for c in $sel; do
+    [ -n "${cfg[$c]:-}" ] || { echo "FAIL soak $c: unknown configuration (--list)"; fail=$((fail + 1)); continue; }
+    for n in $nps; do
+        log=$build/soak/$c.np$n.log
+        seed=$((seed + 1))
+        start=$(date +%s)
+        # shellcheck disable=SC2086
+        timeout -k 10 $((seconds + 180)) nice -n 19 mpirun --allow-run-as-root --oversubscribe -np "$n" ${cfg[$c]} \
+            "$bin" --seconds "$seconds" --seed "$seed" >"$log" 2>&1
+        rc=$?
+        secs=$(( $(date +%s) - start ))
+        line=$(grep '^soak: ' "$log" | tail -1)
+        if [ $rc -eq 0 ] && [ -n "$line" ] && grep -q 'errors 0 ' <<<"$line"; then
+            echo "PASS soak $c np=$n: ${line#soak: } (seed $seed)"
+            pass=$((pass + 1))
+        else
+            tail -15 "$log"
+            [ $rc -eq 124 ] && line="hang: killed after $((seconds + 180)) s"
+            echo "FAIL soak $c np=$n (${secs}s, exit $rc): ${line:-no result} (seed $seed, log $log)"
+            fail=$((fail + 1))
+        fi
+    done
+done
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
