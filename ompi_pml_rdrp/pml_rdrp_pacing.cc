@@ -50,6 +50,7 @@ Request *copy_carrier(Request *r)
     c->dtype = &ompi_mpi_byte.dt;
     OMPI_DATATYPE_RETAIN(c->dtype);
     c->comm = r->comm;
+    OBJ_RETAIN(c->comm);  /* the carrier outlives r: released in req_release */
     c->peer = r->peer;
     c->tag = r->tag;
     c->mode = MCA_PML_BASE_SEND_STANDARD;

@@ -234,8 +234,13 @@ static void init_recv(Request *r, void *buf, size_t count, ompi_datatype_t *dt, 
     r->buf = buf;
     r->count = count;
     r->dtype = dt;
-    if (retain) OMPI_DATATYPE_RETAIN(dt);
     r->comm = comm;
+    if (retain) {
+        OMPI_DATATYPE_RETAIN(dt);
+        /* MPI_Comm_free with this receive pending must not take the
+         * communicator (and its context id) away: released in req_release */
+        OBJ_RETAIN(comm);
+    }
     r->peer = src;
     r->tag = tag;
     r->ompi.req_mpi_object.comm = comm;
@@ -365,6 +370,7 @@ extern "C" int mca_pml_rdrp_recv(void *buf, size_t count, ompi_datatype_t *dt, i
             user_status(status, r->ompi.req_status);
         }
         r->dtype = nullptr;
+        r->comm = nullptr;  /* not retained: the call held it */
         g.blocking_busy = false;
         return rc;
     }

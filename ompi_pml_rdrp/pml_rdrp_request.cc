@@ -80,6 +80,7 @@ void req_reinit(Request *r, ReqKind kind)
     r->rkey = nullptr;
     r->deferred = nullptr;
     r->dtype = nullptr;
+    r->comm = nullptr;
     r->polling = false;
     r->thr_held = false;
     r->thr_tokens = 0;
@@ -136,6 +137,12 @@ void req_release(Request *r)
     OMPI_REQUEST_FINI(&r->ompi);
     --g.live_requests;
     g.req_pool.push_back(r);
+    if (r->comm) {
+        /* last: the last reference destructs the communicator (del_comm) */
+        ompi_communicator_t *comm = r->comm;
+        r->comm = nullptr;
+        OBJ_RELEASE(comm);
+    }
 }
 
 void req_complete(Request *r)

@@ -292,6 +292,7 @@ static void init_send(Request *r, const void *buf, size_t count, ompi_datatype_t
     r->dtype = dt;
     OMPI_DATATYPE_RETAIN(dt);
     r->comm = comm;
+    OBJ_RETAIN(comm);  /* a send pending past MPI_Comm_free; released in req_release */
     r->peer = dst;
     r->tag = tag;
     r->mode = mode;
