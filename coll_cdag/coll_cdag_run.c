@@ -16,6 +16,11 @@
 
 static opal_list_t active_requests;
 static int active_init = 0;
+/* Under MPI_THREAD_MULTIPLE every thread's opal_progress comes through
+ * mca_coll_cdag_progress: without this lock two threads could both collect
+ * (and finish) one request, or one could unlink what another walks
+ * (mt_coll_threads crashed in progress with 4 threads per rank). */
+static opal_mutex_t active_lock = OPAL_MUTEX_STATIC_INIT;
 
 /* Finished requests kept for the next call (no allocation per call once
  * warm); a lock, since MPI_THREAD_MULTIPLE callers may share it. */
@@ -327,12 +332,14 @@ static void request_finish(mca_coll_cdag_request_t *r, int rc)
 
 static void activate(mca_coll_cdag_request_t *r)
 {
+    OPAL_THREAD_LOCK(&active_lock);
     if (!active_init) {
         OBJ_CONSTRUCT(&active_requests, opal_list_t);
         active_init = 1;
     }
     r->active = 1;
     opal_list_append(&active_requests, &r->active_item);
+    OPAL_THREAD_UNLOCK(&active_lock);
 }
 
 int mca_coll_cdag_progress(void)
@@ -342,6 +349,7 @@ int mca_coll_cdag_progress(void)
     /* collect first: completing may start or free other requests */
     mca_coll_cdag_request_t *done[64];
     int rcs[64], nd = 0;
+    OPAL_THREAD_LOCK(&active_lock);
     opal_list_item_t *it = opal_list_get_first(&active_requests);
     while (it != opal_list_get_end(&active_requests) && nd < 64) {
         opal_list_item_t *next = opal_list_get_next(it);
@@ -355,6 +363,8 @@ int mca_coll_cdag_progress(void)
         }
         it = next;
     }
+    OPAL_THREAD_UNLOCK(&active_lock);
+    /* finish outside the lock: a completion callback may start another */
     for (int i = 0; i < nd; ++i) request_finish(done[i], rcs[i]);
     return n + nd;
 }
@@ -467,13 +477,14 @@ static int request_start_one(mca_coll_cdag_request_t *r, int nonblocking)
     r->nbc.super.req_state = OMPI_REQUEST_ACTIVE;
     r->nbc.super.req_complete = REQUEST_PENDING;
     r->nbc.super.req_status.MPI_ERROR = MPI_SUCCESS;
-    activate(r);
+    /* listed only once started: another thread's progress must never test
+     * an op that still holds its previous run's (finished) state */
     int rc = cdag_glue_op_start(r->op, r->run_sbuf, r->run_rbuf, nonblocking);
     if (rc != 0) {
-        opal_list_remove_item(&active_requests, &r->active_item);
         r->active = 0;
         return OMPI_ERROR;
     }
+    activate(r);
     return OMPI_SUCCESS;
 }
 
