@@ -10,9 +10,11 @@
  *
  *   mpirun -np 2 [--mca pml ...] flood [-n WINDOWS] [-w W] [-b SIZE] [-s US]
  *                                       [-r SECONDS]
- *   -r SECONDS: run for that long instead of -n windows, printing every
- *               second the windows done so far and each rank's current RSS
- *               (a flat RSS column means the producer is paced).
+ *   -r SECONDS: run for that long, printing every second the windows done
+ *               so far and each rank's current RSS (a flat RSS column means
+ *               the producer is paced); with -n as well, the run ends at
+ *               whichever limit comes first (the long form of issue 12:
+ *               10^6 windows against a sleeping consumer).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -80,11 +82,12 @@ static unsigned long long pvar(const char *name)
 int main(int argc, char **argv)
 {
     long windows = 2000, w = 64, size = 1024, sleep_us = 0;
+    int windows_given = 0;
     double run_s = 0;
     int opt;
     while ((opt = getopt(argc, argv, "n:w:b:s:r:")) != -1) {
         switch (opt) {
-        case 'n': windows = atol(optarg); break;
+        case 'n': windows = atol(optarg); windows_given = 1; break;
         case 'w': w = atol(optarg); break;
         case 'b': size = atol(optarg); break;
         case 's': sleep_us = atol(optarg); break;
@@ -135,7 +138,7 @@ int main(int argc, char **argv)
                 printf("t=%5.1fs consumer windows %ld rss %ld KiB\n", now - t0, done, rss_kib());
                 fflush(stdout);
             }
-            if (rank == 1 && now - t0 >= run_s) stop = 1;
+            if (rank == 1 && (now - t0 >= run_s || (windows_given && done == windows))) stop = 1;
             if (rank == 0) {
                 int flag = 0;
                 MPI_Iprobe(1, 10, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);

@@ -2,7 +2,8 @@
 # flood.sh: the producer/consumer floods of issue 12, pml rdrp vs ob1 vs
 # pml ucx, interleaved, best of N (time) and the largest peak RSS seen.
 #
-#   bash bench/flood.sh [--component-path DIR] [--reps N] [--quick] [--run SECONDS] [--rt]
+#   bash bench/flood.sh [--component-path DIR] [--reps N] [--quick] [--run SECONDS]
+#                       [--windows N] [--sleep US] [--rt]
 #
 #   --rt: mpirun and the two ranks run round-robin real-time (chrt -r,
 #         mpirun above the ranks), so other work on a shared machine cannot
@@ -15,9 +16,11 @@
 #           consumer at full speed and one sleeping 200 us per window):
 #           throttle rank/node, rendezvous get/put, data paths am/rma, no
 #           shared-memory transport
-#   part 2: (--run S, default 60) a producer that never stops: the consumer
-#           sleeps 200 us per window; every second both print the windows
-#           done and their resident memory (flat = paced)
+#   part 2: a producer that outruns its consumer for a long time: --windows
+#           (default 10^6) windows x 64 x 1 KiB against a consumer that
+#           sleeps --sleep US (default 20) per window, ending early after
+#           --run S (default 600); every second both print the windows done
+#           and their resident memory (flat = paced; every 5th line shown)
 # Output: one line per (test, PML): best time, ratio to ob1, peak RSS of
 # producer and consumer and the ratio of the producer's to ob1's.
 set -u
@@ -25,7 +28,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 COMP=""
 REPS=3
 QUICK=0
-RUN=60
+RUN=600
+P2_WINDOWS=1000000
+P2_SLEEP=20
 RT=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -33,6 +38,8 @@ while [ $# -gt 0 ]; do
         --reps) REPS=$2; shift 2 ;;
         --quick) QUICK=1; shift ;;
         --run) RUN=$2; shift 2 ;;
+        --windows) P2_WINDOWS=$2; shift 2 ;;
+        --sleep) P2_SLEEP=$2; shift 2 ;;
         --rt) RT=(chrt -r 10); shift ;;
         *) echo "flood.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -102,10 +109,10 @@ for v in throttle-rank throttle-node get put am rma noshm; do
     done
 done
 
-echo "## part 2: a producer that never stops, consumer sleeping 200 us per window, ${RUN} s"
-for p in ob1 rdrp; do
+echo "## part 2: $P2_WINDOWS windows x 64 x 1 KiB (at most ${RUN} s), consumer sleeping $P2_SLEEP us per window"
+for p in $ORDER; do
     echo "### $p"
     # shellcheck disable=SC2086
-    timeout $((RUN + 120)) "${MPIRUN[@]}" ${PML[$p]} "${RT[@]}" "$HERE/build/flood" -r "$RUN" -b 1024 -s 200 2>/dev/null |
+    timeout $((RUN + 120)) "${MPIRUN[@]}" ${PML[$p]} "${RT[@]}" "$HERE/build/flood" -r "$RUN" -n "$P2_WINDOWS" -b 1024 -s "$P2_SLEEP" 2>/dev/null |
         grep -E '^t=|^flood' | grep -E 'producer|^flood' | awk 'NR % 5 == 1 || /^flood/'
 done
