@@ -1,8 +1,12 @@
 /*
  * btl/credit: send descriptors (alloc, free, prepare_src).  Each carries a
- * packet buffer of payload_cap = slot_size - header bytes, the largest
- * packet a receiver's mailbox slot can hold; prepare_src packs through the
- * convertor (no in-place sends: the data must be in the packet anyway).
+ * packet buffer: small ones (up to kSmallFrag bytes: eager packets and
+ * control fragments, the many) and large ones of payload_cap = slot_size -
+ * header bytes, the largest packet a receiver's mailbox slot can hold
+ * (ob1's pipeline fragments).  Two pools, so that a flood of small sends
+ * does not hold a slot-sized buffer per queued descriptor; prepare_src
+ * packs through the convertor (no in-place sends: the data must be in the
+ * packet anyway).
  */
 #include "btl_credit_internal.h"
 
@@ -11,39 +15,51 @@
 
 namespace btlcredit {
 
-Frag *frag_get()
+static size_t small_cap() { return g.payload_cap < kSmallFrag ? g.payload_cap : kSmallFrag; }
+
+Frag *frag_get(size_t need)
 {
     Lock lock;
-    if (!g.frag_pool.empty()) {
-        Frag *f = g.frag_pool.back();
-        g.frag_pool.pop_back();
+    const bool small = need <= small_cap();
+    std::vector<Frag *> &pool = small ? g.frag_pool : g.big_frag_pool;
+    if (!pool.empty()) {
+        Frag *f = pool.back();
+        pool.pop_back();
         return f;
     }
     /* the buffer follows the struct, 64-byte aligned */
+    const size_t cap = small ? small_cap() : g.payload_cap;
     size_t head = (sizeof(Frag) + 63) & ~size_t(63);
     void *mem = nullptr;
-    if (posix_memalign(&mem, 64, head + g.payload_cap) != 0) return nullptr;
+    if (posix_memalign(&mem, 64, head + cap) != 0) return nullptr;
     Frag *f = static_cast<Frag *>(mem);
     std::memset(static_cast<void *>(f), 0, sizeof(*f));
     OBJ_CONSTRUCT(&f->des, mca_btl_base_descriptor_t);
-    f->cap = g.payload_cap;
+    f->cap = cap;
     f->buf = static_cast<char *>(mem) + head;
     return f;
+}
+
+void frag_recycle(Frag *f)
+{
+    (f->cap == g.payload_cap ? g.big_frag_pool : g.frag_pool).push_back(f);
 }
 
 void frag_put(Frag *f)
 {
     Lock lock;
-    g.frag_pool.push_back(f);
+    frag_recycle(f);
 }
 
 void frags_fini()
 {
-    for (Frag *f : g.frag_pool) {
-        OBJ_DESTRUCT(&f->des);
-        std::free(f);
+    for (std::vector<Frag *> *pool : {&g.frag_pool, &g.big_frag_pool}) {
+        for (Frag *f : *pool) {
+            OBJ_DESTRUCT(&f->des);
+            std::free(f);
+        }
+        pool->clear();
     }
-    g.frag_pool.clear();
 }
 
 /* Reset a descriptor for a new use. */
@@ -74,7 +90,7 @@ extern "C" mca_btl_base_descriptor_t *mca_btl_credit_alloc(mca_btl_base_module_t
     (void)btl;
     (void)order;
     if (OPAL_UNLIKELY(size > g.payload_cap)) return nullptr;
-    Frag *f = frag_get();
+    Frag *f = frag_get(size);
     if (OPAL_UNLIKELY(!f)) return nullptr;
     frag_init(f, ep, size, flags);
     return &f->des;
@@ -98,7 +114,7 @@ extern "C" mca_btl_base_descriptor_t *mca_btl_credit_prepare_src(mca_btl_base_mo
     if (OPAL_UNLIKELY(reserve > g.payload_cap)) return nullptr;
     size_t room = g.payload_cap - reserve;
     size_t want = *size < room ? *size : room;
-    Frag *f = frag_get();
+    Frag *f = frag_get(reserve + want);
     if (OPAL_UNLIKELY(!f)) return nullptr;
     frag_init(f, ep, reserve, flags);
     if (want > 0) {

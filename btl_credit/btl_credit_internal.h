@@ -137,7 +137,8 @@ struct State {
     std::vector<mca_btl_base_endpoint_t *> waiting; /* endpoints with queued descriptors */
     size_t queued = 0;
 
-    std::vector<Frag *> frag_pool;
+    std::vector<Frag *> frag_pool;      /* buffers of min(kSmallFrag, payload_cap) bytes */
+    std::vector<Frag *> big_frag_pool;  /* buffers of payload_cap bytes */
     std::vector<Ctrl *> ctrl_pool;
     std::vector<RdmaOp *> op_pool;
     std::vector<Frag *> completed;  /* send completions for the PML */
@@ -187,8 +188,12 @@ void endpoint_connect(mca_btl_base_endpoint_t *ep);
 void endpoints_fini();
 
 /* ---- btl_credit_frag.cc */
-Frag *frag_get();          /* lock held or not */
+/* Small send buffers: eager packets and control fragments (the largest
+ * eager packet by default, btl_credit_eager_limit 8176, plus headers). */
+constexpr size_t kSmallFrag = 8192;
+Frag *frag_get(size_t need); /* a descriptor whose buffer holds need bytes; lock held or not */
 void frag_put(Frag *f);
+void frag_recycle(Frag *f);  /* lock held */
 void frags_fini();
 
 /* ---- btl_credit_send.cc (lock held) */

@@ -95,7 +95,7 @@ void send_now(Frag *f)
     if (sp == nullptr) {
         /* done already: an immediate send's buffer goes back now; a
          * descriptor's callback runs from progress (never inside send) */
-        if (f->kind == kFragSendi) g.frag_pool.push_back(f);
+        if (f->kind == kFragSendi) frag_recycle(f);
         else g.completed.push_back(f);
     } else if (UCS_PTR_IS_ERR(sp)) {
         fatal_status("data packet send", UCS_PTR_STATUS(sp));
@@ -206,7 +206,7 @@ extern "C" int mca_btl_credit_sendi(mca_btl_base_module_t *btl, mca_btl_base_end
         if (!g.engine->can_send(ep->index)) ++g.stats[MCA_BTL_CREDIT_STAT_STALLS];
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    Frag *f = frag_get();
+    Frag *f = frag_get(len);
     if (OPAL_UNLIKELY(!f)) return OPAL_ERR_OUT_OF_RESOURCE;
     std::memcpy(f->buf, header, header_size);
     if (payload_size > 0) {
@@ -216,7 +216,7 @@ extern "C" int mca_btl_credit_sendi(mca_btl_base_module_t *btl, mca_btl_base_end
         uint32_t iov_count = 1;
         size_t max_data = payload_size;
         if (opal_convertor_pack(conv, &iov, &iov_count, &max_data) < 0 || max_data != payload_size) {
-            g.frag_pool.push_back(f);
+            frag_recycle(f);
             return OPAL_ERROR;
         }
     }
