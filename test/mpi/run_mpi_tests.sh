@@ -190,7 +190,10 @@ for t in "${tests[@]}"; do
                     reason="timeout: mpirun did not exit within ${limit}s after the peer died"
                 elif [ $rc = 0 ]; then
                     reason="mpirun exited 0 although a rank was killed"
-                elif ! grep -Eqi 'exited on signal|noticed that process|detected that one or more processes exited' "$log"; then
+                # mpirun's own notice, or our components' peer-failed message,
+                # which names the dead peer (across nodes it can stop the job
+                # before mpirun's notice is printed)
+                elif ! grep -Eqi 'exited on signal|noticed that process|detected that one or more processes exited|lost its connection to a peer' "$log"; then
                     reason="exit code $rc but no message naming the failure"
                 fi
                 ;;
