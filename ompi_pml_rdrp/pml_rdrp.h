@@ -28,6 +28,7 @@ typedef struct mca_pml_rdrp_params {
     int    verbose;
     size_t eager_limit;        /* payload bytes sent in one active message (UCX peers) */
     size_t shm_eager_limit;    /* ... in one ring message (peers on the node) */
+    size_t am_eager_limit;     /* ... to remote peers whose rendezvous data moves by AM (0: eager_limit) */
     size_t rndv_first_chunk;   /* payload bytes carried by the RTS */
     size_t chunk_size;         /* rendezvous pull unit */
     size_t cma_chunk_size;     /* ... on the cma path: bytes of one kernel copy */

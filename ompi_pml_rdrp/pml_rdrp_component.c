@@ -55,6 +55,11 @@ static unsigned long long auto_rma_min = 2 * 1024 * 1024;
 static unsigned long long send_buffer = 1024 * 1024;
 static unsigned long long shm_ring_size = 1024 * 1024;
 static unsigned long long shm_eager_limit = 128 * 1024;
+/* Across two namespace hosts over TCP (UCX 1.13, --rt): eager gave 16,
+ * 64 and 128 KiB latencies of 12, 31-38 and 51 us against 29, 45 and 75
+ * by rendezvous (ob1/tcp: 17, 49 and 58).  128 KiB is also the ring
+ * peers' limit, so the mailbox slot does not grow. */
+static unsigned long long am_eager_limit = 128 * 1024;
 
 static const mca_base_var_enum_value_t rndv_protocol_values[] = {
     {RDRP_RNDV_AUTO, "auto"}, {RDRP_RNDV_RDRP, "rdrp"}, {RDRP_RNDV_GET, "get"},
@@ -160,6 +165,11 @@ static int rdrp_register(void)
     reg_size("shm_eager_limit", "Largest message (bytes of packed payload) sent eagerly, in one ring message, to a "
              "peer on this node; larger ones use rendezvous (for peers reached through UCX: pml_rdrp_eager_limit)",
              &shm_eager_limit);
+    reg_size("am_eager_limit", "Largest message (bytes of packed payload) sent eagerly to a peer on another node "
+             "whose rendezvous moves its data by active messages (UCX has no native get to it, e.g. over TCP, or "
+             "pml_rdrp_data_path am): there a rendezvous costs round trips a copy does not; 0 = pml_rdrp_eager_limit "
+             "for those peers too",
+             &am_eager_limit);
     p->progress_iterations = 100;
     reg_int("progress_iterations", "Rounds of pml/rdrp's own progress (in blocking calls and unsuccessful iprobes) between two calls of the full opal_progress",
             &p->progress_iterations, OPAL_INFO_LVL_6);
@@ -349,6 +359,7 @@ static int rdrp_open(void)
     p->send_buffer = (size_t)send_buffer;
     p->shm_ring_size = (size_t)shm_ring_size;
     p->shm_eager_limit = (size_t)shm_eager_limit;
+    p->am_eager_limit = (size_t)am_eager_limit;
     if (p->credit_wait_us < 0) p->credit_wait_us = 0;
     p->throttle_bytes_per_token = (uint64_t)throttle_bpt;
     if (p->put_poll_value > 255) p->put_poll_value = 255;

@@ -105,7 +105,8 @@ bool credit_init(uint32_t npeers, uint32_t self)
         mca_pml_rdrp_show_help("bad-credit-config", e.what(), "");
         return false;
     }
-    cs.slot_size = std::max({p.eager_limit, p.shm ? p.shm_eager_limit : size_t(0), p.rndv_first_chunk});
+    cs.slot_size = std::max({p.eager_limit, p.shm ? p.shm_eager_limit : size_t(0), p.am_eager_limit,
+                             p.rndv_first_chunk});
     if (cs.slot_size == 0) cs.slot_size = 1;
     /* untouched pages cost nothing: only slots that held data get memory */
     cs.mailbox = static_cast<char *>(malloc(static_cast<size_t>(cfg.slots) * cs.slot_size));

@@ -102,6 +102,7 @@ void explain_peer(const Endpoint *ep)
     for (size_t v = 1; v <= top; v <<= 1) around(v);
     around(p.eager_limit);
     around(p.shm_eager_limit);
+    around(p.am_eager_limit);
     around(p.rndv_first_chunk);
     around(p.get_limit);
     around(p.auto_rma_min);

@@ -287,10 +287,7 @@ void rndv_recv_finish(Request *r);
 /* The send path's size rules (pml_rdrp_send.cc uses them; the protocol
  * table of pml_rdrp_explain.cc asks them too, so it cannot drift). */
 /* eager (one active message) when it has a credit, else rendezvous */
-static inline size_t eager_limit_of(const Endpoint *ep)
-{
-    return ep->shm ? mca_pml_rdrp_params.shm_eager_limit : mca_pml_rdrp_params.eager_limit;
-}
+static inline size_t eager_limit_of(const Endpoint *ep) { return ep->eager_limit; }
 static inline bool eager_for(const Endpoint *ep, size_t len) { return len <= eager_limit_of(ep); }
 /* The rdrp protocol's data path to ep for a message of len bytes: the
  * peer's, except that under auto a large message to an on-node peer that

@@ -252,6 +252,12 @@ Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
     else ep->path = ep->shm && ep->cma ? RDRP_PATH_CMA : RDRP_PATH_AM;
     if (ep->path == RDRP_PATH_CMA && !ep->cma) ep->path = RDRP_PATH_AM;
     if (!ep->shm) ucx_ep(ep);  /* every message goes through UCX */
+    /* the eager limit by what a rendezvous to this peer costs: ring peers
+     * copy through shared memory; a remote peer whose rendezvous data
+     * moves by active messages pays round trips a copy does not */
+    ep->eager_limit = ep->shm ? p.shm_eager_limit : p.eager_limit;
+    if (!ep->shm && ep->remote && ep->path == RDRP_PATH_AM && p.am_eager_limit > ep->eager_limit)
+        ep->eager_limit = p.am_eager_limit;
     RDRP_VERBOSE(5, "peer %s: %s, messages by %s, rendezvous data by %s",
                  OPAL_NAME_PRINT(proc->super.proc_name), ep->remote ? "remote" : "on this node",
                  ep->shm ? "shared-memory ring" : "UCX active messages",

@@ -56,6 +56,7 @@ struct Endpoint {
     uint64_t     peer_id;  /* jobid/vpid: keys the rkey cache */
     int          remote;   /* on another node */
     int          path;     /* RDRP_PATH_* for rendezvous to this peer */
+    size_t       eager_limit = 0;  /* largest eager payload to this peer (transport_connect) */
     ompi_proc_t *proc;
     std::deque<Request *> waiting;  /* sends waiting for credit, in send order (pml_rdrp_pacing.h) */
     /* shared-memory transport (pml_rdrp_transport.h) */
