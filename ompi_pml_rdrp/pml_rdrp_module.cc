@@ -3,6 +3,7 @@
 #include "pml_rdrp_credit.h"
 #include "pml_rdrp_pacing.h"
 #include "pml_rdrp_throttle.h"
+#include "pml_rdrp_watch.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -74,7 +75,10 @@ Endpoint *comm_endpoint(ompi_communicator_t *comm, int rank)
 static int add_procs(ompi_proc_t **procs, size_t nprocs)
 {
     /* every rank must run rdrp: a mix with another PML cannot talk */
-    return mca_pml_base_pml_check_selected("rdrp", procs, nprocs);
+    int rc = mca_pml_base_pml_check_selected("rdrp", procs, nprocs);
+    if (rc != OMPI_SUCCESS) return rc;
+    watch_add_procs(procs, nprocs);
+    return OMPI_SUCCESS;
 }
 
 static int del_procs(ompi_proc_t **procs, size_t nprocs)
@@ -120,6 +124,7 @@ unsigned progress_once()
     /* with every peer on shared-memory rings, UCX has nothing to do: look
      * at it only now and then (a peer may still start UCX traffic) */
     if (transport_ucx_busy || (++g.ucx_skip & 63) == 0) n += ucp_worker_progress(g.worker);
+    if (n == 0) watch_tick();  /* waiting: is a peer we may wait for stopped? */
     g.in_progress = false;
     return n;
 }
@@ -262,6 +267,7 @@ extern "C" mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_p
 {
     (void)enable_progress_threads;
     using namespace rdrp;
+    if (mca_pml_rdrp_params_invalid) return nullptr;  /* reported by open */
     rdrp_ucx_context_params_t cp{};
     cp.estimated_num_eps = ompi_process_info.num_procs;
     if (rdrp_ucx_context_acquire(&cp) != 0) {
@@ -320,6 +326,7 @@ extern "C" mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_p
 extern "C" int mca_pml_rdrp_finalize(void)
 {
     using namespace rdrp;
+    watch_fini();
     for (Endpoint *ep : g.endpoints) {
         ep->proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML] = nullptr;
         transport_disconnect(ep);
