@@ -79,7 +79,9 @@ static const mca_base_var_enum_value_t mode_values[] = {
  * bounded by the slot (set in check_params). */
 #define B_INT(n, lo, hi) {"btl_credit_" #n, RDRP_PARAM_INT, &mca_btl_credit_params.n, lo, hi, 0, 0, NULL}
 #define B_MOD(n, kind, lo, hi) {"btl_credit_" #n, kind, &mca_btl_credit_module.btl_##n, 0, 0, lo, hi, NULL}
-#define ANY_SIZE 0x7fffffffffffffffULL
+/* one GET may move up to 1 TiB: no message is larger, and a bound lets a
+ * nonsense value (a word, -1) be told from a meant one */
+#define GET_LIMIT_MAX (1ULL << 40)
 enum { RULE_EAGER = 9, RULE_RNDV_EAGER = 10, RULE_MAX_SEND = 11 };
 static rdrp_param_rule_t param_rules[] = {
     B_INT(verbose, 0, 100),
@@ -98,11 +100,14 @@ static rdrp_param_rule_t param_rules[] = {
     B_MOD(rndv_eager_limit, RDRP_PARAM_SIZE, 1, 8192 - MCA_BTL_CREDIT_HDR_SIZE),
     B_MOD(max_send_size, RDRP_PARAM_SIZE, 1, 8192 - MCA_BTL_CREDIT_HDR_SIZE),
     {"btl_credit_atomic_flags", RDRP_PARAM_FLAGS, &mca_btl_credit_module.btl_atomic_flags, 0, 0, 0, 0, ""},
-    B_MOD(rdma_pipeline_send_length, RDRP_PARAM_SIZE, 0, ANY_SIZE),
-    B_MOD(rdma_pipeline_frag_size, RDRP_PARAM_SIZE, 1, ANY_SIZE),
-    B_MOD(min_rdma_pipeline_size, RDRP_PARAM_SIZE, 0, ANY_SIZE),
-    B_MOD(get_limit, RDRP_PARAM_SIZE, 1, ~0ULL),
+    B_MOD(rdma_pipeline_send_length, RDRP_PARAM_SIZE, 0, 1ULL << 30),
+    B_MOD(rdma_pipeline_frag_size, RDRP_PARAM_SIZE, 1, 1ULL << 30),
+    B_MOD(min_rdma_pipeline_size, RDRP_PARAM_SIZE, 0, 0x7fffffffULL),
+    B_MOD(get_limit, RDRP_PARAM_SIZE, 1, GET_LIMIT_MAX),
     B_MOD(get_alignment, RDRP_PARAM_SIZE, 0, 1 << 20),
+    B_MOD(exclusivity, RDRP_PARAM_U32, 0, 0xffffffffULL),
+    B_MOD(latency, RDRP_PARAM_U32, 0, 0xffffffffULL),
+    B_MOD(bandwidth, RDRP_PARAM_U32, 0, 0xffffffffULL),
 };
 #define N_RULES ((int)(sizeof(param_rules) / sizeof(param_rules[0])))
 
@@ -219,7 +224,7 @@ static int credit_register(void)
      * slower than GET and is left off (ob1 then never uses RPUT). */
     m->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_GET;
     m->btl_atomic_flags = 0;
-    m->btl_get_limit = SIZE_MAX;
+    m->btl_get_limit = GET_LIMIT_MAX;
     m->btl_put_limit = SIZE_MAX;
     m->btl_get_alignment = 0;
     m->btl_put_alignment = 0;

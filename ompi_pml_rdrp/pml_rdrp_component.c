@@ -486,6 +486,66 @@ int mca_pml_rdrp_modex_recv(ompi_proc_t *proc, void **addr, size_t *len)
     return rc;
 }
 
+/* ------------------------------------------------------------ versions
+ * Every rank publishes the version of its pml/rdrp ("MAJOR.MINOR.RELEASE";
+ * the modex key of OPAL_MODEX_SEND above carries only major.minor) and
+ * add_procs compares it with every peer's before any traffic, so ranks
+ * that disagree (another PML, another build) stop with one message naming
+ * both sides.  RDRP_TEST_FAKE_VERSION replaces the published version: it
+ * exists only so that scripts/faults.sh mismatch can start a job whose
+ * ranks disagree without building a second copy. */
+#define RDRP_VERSION_KEY "pml.rdrp.version"
+#define STR2(x) #x
+#define STR(x) STR2(x)
+static const char *my_version(void)
+{
+    const char *fake = getenv("RDRP_TEST_FAKE_VERSION");
+    return fake && *fake ? fake : STR(RDRP_VERSION_MAJOR) "." STR(RDRP_VERSION_MINOR) "." STR(RDRP_VERSION_RELEASE);
+}
+
+int mca_pml_rdrp_version_publish(void)
+{
+    int rc;
+    OPAL_MODEX_SEND_VALUE(rc, OPAL_PMIX_GLOBAL, RDRP_VERSION_KEY, my_version(), OPAL_STRING);
+    return rc;
+}
+
+int mca_pml_rdrp_version_check(ompi_proc_t **procs, size_t nprocs)
+{
+    const char *mine = my_version();
+    for (size_t i = 0; i < nprocs; ++i) {
+        ompi_proc_t *proc = procs[i];
+        if (proc == ompi_proc_local_proc) continue;
+        char *theirs = NULL, *host = NULL, *pml = NULL;
+        int rc;
+        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, RDRP_VERSION_KEY, &proc->super.proc_name, &theirs, OPAL_STRING);
+        if (rc == OPAL_SUCCESS && theirs && strcmp(theirs, mine) == 0) {
+            free(theirs);
+            continue;
+        }
+        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_HOSTNAME, &proc->super.proc_name, &host, OPAL_STRING);
+        char peer[256], what[512];
+        snprintf(peer, sizeof(peer), "rank %u %s on %s", proc->super.proc_name.vpid,
+                 OMPI_NAME_PRINT(&proc->super.proc_name), host ? host : "an unknown host");
+        if (theirs) {
+            snprintf(what, sizeof(what), "%s runs pml/rdrp %s, this process pml/rdrp %s", peer, theirs, mine);
+            mca_pml_rdrp_show_help("version-mismatch", what, "");
+        } else {
+            /* the PML it selected, as Open MPI's own check reads it */
+            size_t len = 0;
+            OPAL_MODEX_RECV_STRING(rc, "pml.base.2.0", &proc->super.proc_name, (void **)&pml, &len);
+            snprintf(what, sizeof(what), "%s selected pml %s, this process pml rdrp %s", peer,
+                     (rc == OPAL_SUCCESS && pml) ? pml : "(another: it published no pml/rdrp version)", mine);
+            mca_pml_rdrp_show_help("pml-mismatch", what, "");
+        }
+        free(theirs);
+        free(host);
+        free(pml);
+        return OMPI_ERR_UNREACH;
+    }
+    return OMPI_SUCCESS;
+}
+
 /* Rendered here and written to our own stderr, which mpirun forwards
  * reliably: Open MPI 4.1.4 loses a forwarded show_help message about half
  * the time when the process ends soon after it ("Data unpack would read

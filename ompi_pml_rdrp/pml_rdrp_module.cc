@@ -74,8 +74,12 @@ Endpoint *comm_endpoint(ompi_communicator_t *comm, int rank)
 /* ------------------------------------------------------------ module functions */
 static int add_procs(ompi_proc_t **procs, size_t nprocs)
 {
-    /* every rank must run rdrp: a mix with another PML cannot talk */
-    int rc = mca_pml_base_pml_check_selected("rdrp", procs, nprocs);
+    /* every rank must run rdrp, of the same version: a mix cannot talk.
+     * Ours first: it names both sides on every rank of rdrp (Open MPI's
+     * compares with rank 0 only, under a full modex) */
+    int rc = mca_pml_rdrp_version_check(procs, nprocs);
+    if (rc != OMPI_SUCCESS) return rc;
+    rc = mca_pml_base_pml_check_selected("rdrp", procs, nprocs);
     if (rc != OMPI_SUCCESS) return rc;
     watch_add_procs(procs, nprocs);
     return OMPI_SUCCESS;
@@ -310,6 +314,7 @@ extern "C" mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_p
     }
     int rc = mca_pml_rdrp_modex_send(blob, blob_len);
     free(blob);
+    if (rc == OMPI_SUCCESS) rc = mca_pml_rdrp_version_publish();
     if (rc != OMPI_SUCCESS) {
         mca_pml_rdrp_show_help("init-failed", "modex send failed", "");
         return nullptr;

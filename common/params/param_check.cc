@@ -98,6 +98,7 @@ std::string describe(const rdrp_param_rule_t *r)
     case RDRP_PARAM_DOUBLE:
         return fmt_double(r->lo) + ".." + fmt_double(r->hi);
     case RDRP_PARAM_ULL:
+    case RDRP_PARAM_U32:
     case RDRP_PARAM_SIZE:
         return std::to_string(r->ulo) + ".." + std::to_string(r->uhi);
     case RDRP_PARAM_ENUM:
@@ -157,6 +158,11 @@ bool stored_ok(const rdrp_param_rule_t *r, std::string *text)
         *text = std::to_string(v);
         return v >= r->ulo && v <= r->uhi;
     }
+    case RDRP_PARAM_U32: {
+        unsigned v = *static_cast<const unsigned *>(r->value);
+        *text = std::to_string(v);
+        return v >= r->ulo && v <= r->uhi;
+    }
     case RDRP_PARAM_SIZE: {
         size_t v = *static_cast<const size_t *>(r->value);
         *text = std::to_string(v);
@@ -208,6 +214,7 @@ bool text_ok(const rdrp_param_rule_t *r, const char *t)
     case RDRP_PARAM_INT:
         return parse_integer(t, true, &x) && x >= r->lo && x <= r->hi;
     case RDRP_PARAM_ULL:
+    case RDRP_PARAM_U32:
     case RDRP_PARAM_SIZE:
         return parse_integer(t, false, &x) && x >= static_cast<long double>(r->ulo) &&
                x <= static_cast<long double>(r->uhi);

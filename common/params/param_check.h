@@ -27,6 +27,7 @@ extern "C" {
 typedef enum {
     RDRP_PARAM_INT,     /* int, range [lo, hi] */
     RDRP_PARAM_ULL,     /* unsigned long long, range [ulo, uhi] */
+    RDRP_PARAM_U32,     /* unsigned int (uint32_t), range [ulo, uhi] */
     RDRP_PARAM_SIZE,    /* size_t, range [ulo, uhi] */
     RDRP_PARAM_DOUBLE,  /* double, range [lo, hi] */
     RDRP_PARAM_ENUM,    /* int stored by Open MPI's enumerator: words (or their numbers) in `words` */
