@@ -261,13 +261,14 @@ extern "C" int rdrp_param_check(const rdrp_param_rule_t *rules, int n, const cha
         if (!r->name) continue;  // not filled in
         std::string shown;
         bool ok = stored_ok(r, &shown);
-        if (ok && env_prefix) {
+        const char *t = nullptr;
+        if (env_prefix) {
             std::string var = std::string(env_prefix) + r->name;
-            const char *t = std::getenv(var.c_str());
-            if (t && !text_ok(r, t)) {
-                ok = false;
-                shown = t;
-            }
+            t = std::getenv(var.c_str());
+        }
+        if (t && (!ok || !text_ok(r, t))) {
+            ok = false;
+            shown = t;  // what the user wrote, not what Open MPI made of it
         }
         if (!ok) {
             err->name = r->name;

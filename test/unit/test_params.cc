@@ -22,11 +22,13 @@ struct Values {
     int e = 1;
     char *w = const_cast<char *>("auto");
     char *l = const_cast<char *>("bcast,barrier");
+    unsigned u32 = 10;
+    unsigned flags = 5;
 };
 
 struct Table {
     Values v;
-    rdrp_param_rule_t rules[7];
+    rdrp_param_rule_t rules[9];
     Table()
     {
         rules[0] = {"t_int", RDRP_PARAM_INT, &v.i, 1, 1024, 0, 0, nullptr};
@@ -36,8 +38,10 @@ struct Table {
         rules[4] = {"t_enum", RDRP_PARAM_ENUM, &v.e, 0, 0, 0, 0, "0=static|1=dynamic"};
         rules[5] = {"t_word", RDRP_PARAM_WORD, &v.w, 0, 0, 0, 0, "auto|rdrp|get|put"};
         rules[6] = {"t_list", RDRP_PARAM_WORDS, &v.l, 0, 0, 0, 0, "barrier|bcast|reduce"};
+        rules[7] = {"t_u32", RDRP_PARAM_U32, &v.u32, 0, 0, 0, 0xffffffffULL, nullptr};
+        rules[8] = {"t_flags", RDRP_PARAM_FLAGS, &v.flags, 0, 0, 1, 7, "1=send|2=put|4=get"};
     }
-    int check(rdrp_param_error_t *err, const char *prefix = "RDRPTEST_") { return rdrp_param_check(rules, 7, prefix, err); }
+    int check(rdrp_param_error_t *err, const char *prefix = "RDRPTEST_") { return rdrp_param_check(rules, 9, prefix, err); }
 };
 
 class Env {
@@ -115,6 +119,13 @@ TEST(ParamCheck, TextOpenMpiWouldMisreadIsRefused)
         EXPECT_EQ(t.check(&err, nullptr), -1);  // no prefix: stored values only
     }
     {
+        Env e("t_ull", "-1");  // stored as Open MPI read it: the message shows what the user wrote
+        t.v.u = ~0ULL;
+        ASSERT_EQ(t.check(&err), 1);
+        EXPECT_STREQ(err.value, "-1");
+        t.v.u = 8192;
+    }
+    {
         Env e("t_int", "99999999999");  // Open MPI refuses it and keeps the default
         EXPECT_EQ(t.check(&err), 0);
     }
@@ -174,12 +185,45 @@ TEST(ParamCheck, TextOpenMpiReadsAsMeantIsAccepted)
     }
 }
 
+TEST(ParamCheck, UnsignedAndFlagBits)
+{
+    Table t;
+    rdrp_param_error_t err;
+    {
+        Env e("t_u32", "-1");  // Open MPI refuses it for an unsigned int and keeps the default
+        EXPECT_EQ(t.check(&err), 7);
+    }
+    {
+        Env e("t_u32", "4294967296");
+        EXPECT_EQ(t.check(&err), 7);
+    }
+    t.v.flags = 4;  // get without send: send is required
+    ASSERT_EQ(t.check(&err), 8);
+    EXPECT_STREQ(err.valid, "a comma list of send,put,get including the required ones");
+    t.v.flags = 1 | 8;  // a bit not allowed
+    EXPECT_EQ(t.check(&err), 8);
+    t.v.flags = 3;
+    EXPECT_EQ(t.check(&err), -1);
+    {
+        Env e("t_flags", "send,get");
+        EXPECT_EQ(t.check(&err), -1);
+    }
+    {
+        Env e("t_flags", "send,atomics");  // Open MPI keeps the default after its own message
+        EXPECT_EQ(t.check(&err), 8);
+    }
+    {
+        Env e("t_flags", "-1");
+        EXPECT_EQ(t.check(&err), 8);
+    }
+}
+
 TEST(ParamCheck, HelpCarriesTheRange)
 {
     Table t;
     char buf[256];
-    EXPECT_STREQ(rdrp_param_help(t.rules, 7, "t_", "int", "Ints", buf, sizeof(buf)), "Ints (valid: 1..1024)");
-    EXPECT_STREQ(rdrp_param_help(t.rules, 7, "t_", "nothere", "Other", buf, sizeof(buf)), "Other");
+    EXPECT_STREQ(rdrp_param_help(t.rules, 9, "t_", "int", "Ints", buf, sizeof(buf)), "Ints (valid: 1..1024)");
+    EXPECT_STREQ(rdrp_param_help(t.rules, 9, "t_", "nothere", "Other", buf, sizeof(buf)), "Other");
     rdrp_param_describe(&t.rules[3], buf, sizeof(buf));
     EXPECT_STREQ(buf, "0..60");
 }
