@@ -138,6 +138,14 @@ static void reg_size(const char *name, const char *help, unsigned long long *sto
                                           OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, storage);
 }
 
+static void reg_double(const char *name, const char *help, double *storage, int level)
+{
+    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, name,
+                                          help_with_range(name, help),
+                                          MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, level,
+                                          MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
 /* An enumerated parameter: its values by name, stored as their numbers. */
 static void reg_enum(const char *name, const mca_base_var_enum_value_t *values, const char *help,
                      int *storage, int level)
@@ -232,13 +240,11 @@ static int rdrp_register(void)
             "pml_rdrp_credit_wait_us, then goes by rendezvous, whose RTS needs no credit)",
             &p->credit, OPAL_INFO_LVL_4);
     p->credit_wait_us = 1000.0;
-    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "credit_wait_us",
-            help_with_range("credit_wait_us",
-            "Microseconds a send without credit waits for one before it goes by rendezvous (whose RTS needs "
-            "no credit: a receiver waiting for a message stuck behind a full mailbox of unmatched ones "
-            "always gets its envelope)"),
-            MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, OPAL_INFO_LVL_5,
-            MCA_BASE_VAR_SCOPE_READONLY, &p->credit_wait_us);
+    reg_double("credit_wait_us",
+               "Microseconds a send without credit waits for one before it goes by rendezvous (whose RTS needs "
+               "no credit: a receiver waiting for a message stuck behind a full mailbox of unmatched ones "
+               "always gets its envelope)",
+               &p->credit_wait_us, OPAL_INFO_LVL_5);
     reg_size("send_buffer",
              "Bytes per process of early-completed copies: a standard send that waits for credit completes at "
              "once from a copy while the copies fit in this budget (each also counts one request object); "
@@ -294,21 +300,17 @@ static int rdrp_register(void)
     reg_int("throttle_recover_polls", "Admission attempts a waiting process makes before it reclaims the tokens of dead "
             "processes of the node", &p->throttle_recover_polls, OPAL_INFO_LVL_6);
     p->finalize_timeout = 30.0;
-    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "finalize_timeout",
-            help_with_range("finalize_timeout", "Seconds finalize waits for outstanding control messages before giving up"),
-            MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, OPAL_INFO_LVL_6,
-            MCA_BASE_VAR_SCOPE_READONLY, &p->finalize_timeout);
+    reg_double("finalize_timeout", "Seconds finalize waits for outstanding control messages before giving up",
+               &p->finalize_timeout, OPAL_INFO_LVL_6);
     /* generous by default: a stop (SIGSTOP, Ctrl-Z) is rarely meant to
      * last, but nothing is lost by waiting; a debugger's stop is never
      * counted (common/liveness/peer_watch.h) */
     p->peer_timeout = 300.0;
-    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "peer_timeout",
-            help_with_range("peer_timeout",
-            "Seconds a peer process on this node may stay stopped (SIGSTOP, state T) while this process "
-            "waits inside MPI before the job is aborted with a message naming it (0: never).  A peer that "
-            "computes or sleeps outside MPI, however long, is never taken for stopped"),
-            MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, OPAL_INFO_LVL_4,
-            MCA_BASE_VAR_SCOPE_READONLY, &p->peer_timeout);
+    reg_double("peer_timeout",
+               "Seconds a peer process on this node may stay stopped (SIGSTOP, state T) while this process "
+               "waits inside MPI before the job is aborted with a message naming it (0: never).  A peer that "
+               "computes or sleeps outside MPI, however long, is never taken for stopped",
+               &p->peer_timeout, OPAL_INFO_LVL_4);
     register_pvars();
     return OMPI_SUCCESS;
 }
@@ -506,7 +508,7 @@ static const char *my_version(void)
 int mca_pml_rdrp_version_publish(void)
 {
     int rc;
-    OPAL_MODEX_SEND_VALUE(rc, OPAL_PMIX_GLOBAL, RDRP_VERSION_KEY, my_version(), OPAL_STRING);
+    OPAL_MODEX_SEND_VALUE(rc, OPAL_PMIX_GLOBAL, RDRP_VERSION_KEY, (char *)my_version(), OPAL_STRING);
     return rc;
 }
 

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -52,24 +54,41 @@ bool parse_double(const char *s, double *out)
     return true;
 }
 
-// words "a|b|c" (for ENUM "0=a|1=b"): is w one of them (by word, or for
-// ENUM by number)?
-bool word_listed(const char *words, const std::string &w, bool numbers)
+// The items of words "a|b|c" (for ENUM and FLAGS "0=a|1=b"): number, word.
+std::vector<std::pair<std::string, std::string>> split_words(const char *words)
 {
+    std::vector<std::pair<std::string, std::string>> out;
     std::string all(words ? words : "");
     size_t pos = 0;
     while (pos <= all.size()) {
         size_t bar = all.find('|', pos);
         std::string item = all.substr(pos, bar == std::string::npos ? std::string::npos : bar - pos);
         size_t eq = item.find('=');
-        std::string num = eq == std::string::npos ? "" : item.substr(0, eq);
-        std::string word = eq == std::string::npos ? item : item.substr(eq + 1);
-        if (strcasecmp(word.c_str(), w.c_str()) == 0) return true;
-        if (numbers && !num.empty() && num == w) return true;
+        if (!item.empty())
+            out.emplace_back(eq == std::string::npos ? "" : item.substr(0, eq),
+                             eq == std::string::npos ? item : item.substr(eq + 1));
         if (bar == std::string::npos) break;
         pos = bar + 1;
     }
+    return out;
+}
+
+// Is w one of words (by word, or with numbers also by number)?
+bool word_listed(const char *words, const std::string &w, bool numbers)
+{
+    for (const auto &nw : split_words(words)) {
+        if (strcasecmp(nw.second.c_str(), w.c_str()) == 0) return true;
+        if (numbers && !nw.first.empty() && nw.first == w) return true;
+    }
     return false;
+}
+
+// The words joined by sep.
+std::string join_words(const char *words, const char *sep)
+{
+    std::string out;
+    for (const auto &nw : split_words(words)) out += (out.empty() ? "" : sep) + nw.second;
+    return out;
 }
 
 bool enum_number_listed(const char *words, int v)
@@ -103,35 +122,11 @@ std::string describe(const rdrp_param_rule_t *r)
         return std::to_string(r->ulo) + ".." + std::to_string(r->uhi);
     case RDRP_PARAM_ENUM:
     case RDRP_PARAM_WORD:
-    case RDRP_PARAM_WORDS: {
-        std::string out;
-        std::string all(r->words ? r->words : "");
-        size_t pos = 0;
-        while (pos <= all.size()) {
-            size_t bar = all.find('|', pos);
-            std::string item = all.substr(pos, bar == std::string::npos ? std::string::npos : bar - pos);
-            size_t eq = item.find('=');
-            if (eq != std::string::npos) item = item.substr(eq + 1);
-            out += (out.empty() ? "" : " | ") + item;
-            if (bar == std::string::npos) break;
-            pos = bar + 1;
-        }
-        if (r->kind == RDRP_PARAM_WORDS) out = "a comma list of: " + out;
-        return out;
-    }
+        return join_words(r->words, " | ");
+    case RDRP_PARAM_WORDS:
+        return "a comma list of: " + join_words(r->words, " | ");
     case RDRP_PARAM_FLAGS: {
-        std::string out;
-        std::string all(r->words ? r->words : "");
-        size_t pos = 0;
-        while (pos <= all.size()) {
-            size_t bar = all.find('|', pos);
-            std::string item = all.substr(pos, bar == std::string::npos ? std::string::npos : bar - pos);
-            size_t eq = item.find('=');
-            if (eq != std::string::npos) item = item.substr(eq + 1);
-            if (!item.empty()) out += (out.empty() ? "" : ",") + item;
-            if (bar == std::string::npos) break;
-            pos = bar + 1;
-        }
+        std::string out = join_words(r->words, ",");
         return "a comma list of " + (out.empty() ? std::string("nothing (empty)") : out) +
                (r->ulo ? " including the required ones" : "");
     }
