@@ -313,10 +313,12 @@ if [[ " ${parts[*]} " == *" mca "* ]]; then
                 grep -qw -- "$p" <<<"$quick_params" || continue
             fi
             [ -z "$only" ] || grep -qE -- "$only" <<<"$p" || continue
-            # the valid values the help string documents (none: Open MPI's
-            # standard btl parameters, documented in btl_credit_help.txt,
-            # where every nonsense value below is out of range)
+            # the valid values the help string documents
             valid=$(grep -F "mca:$1:$2:param:$p:help:" <<<"$info" | sed -n 's/.*(valid: \(.*\))$/\1/p' | head -1)
+            # Open MPI's standard btl parameters keep Open MPI's help
+            # strings: their valid values are listed in the component's
+            # help file (topic bad-value)
+            [ -n "$valid" ] || valid=$(sed -n "s/^  $p (valid: \(.*\))$/\1/p" "$top"/btl_credit/btl_credit_help.txt | head -1)
             for v in -1 99999999999 nonsense; do
                 log=$work/mca.$p.$v.log
                 start=$(date +%s)
