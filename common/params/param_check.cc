@@ -261,12 +261,25 @@ extern "C" int rdrp_param_check(const rdrp_param_rule_t *rules, int n, const cha
             std::string var = std::string(env_prefix) + r->name;
             t = std::getenv(var.c_str());
         }
+        const char *name = r->name;
+        if (!ok && !t && env_prefix) {
+            // a synonym (a second rule on the same storage) may be what the
+            // user set: name that one
+            for (int j = 0; j < n; ++j) {
+                if (j == i || !rules[j].name || rules[j].value != r->value) continue;
+                std::string var = std::string(env_prefix) + rules[j].name;
+                if ((t = std::getenv(var.c_str())) != nullptr) {
+                    name = rules[j].name;
+                    break;
+                }
+            }
+        }
         if (t && (!ok || !text_ok(r, t))) {
             ok = false;
             shown = t;  // what the user wrote, not what Open MPI made of it
         }
         if (!ok) {
-            err->name = r->name;
+            err->name = name;
             copy(err->value, sizeof(err->value), shown);
             copy(err->valid, sizeof(err->valid), describe(r));
             return i;

@@ -218,6 +218,18 @@ TEST(ParamCheck, UnsignedAndFlagBits)
     }
 }
 
+TEST(ParamCheck, ASynonymSetByTheUserIsTheOneNamed)
+{
+    unsigned long long limit = ~0ULL;  // what Open MPI stored for "-1"
+    rdrp_param_rule_t r[2] = {{"p_eager_limit", RDRP_PARAM_ULL, &limit, 0, 0, 0, 4096, nullptr},
+                              {"p_rndv_threshold", RDRP_PARAM_ULL, &limit, 0, 0, 0, 4096, nullptr}};
+    rdrp_param_error_t err;
+    Env e("p_rndv_threshold", "-1");
+    ASSERT_EQ(rdrp_param_check(r, 2, "RDRPTEST_", &err), 0);
+    EXPECT_STREQ(err.name, "p_rndv_threshold");
+    EXPECT_STREQ(err.value, "-1");
+}
+
 TEST(ParamCheck, HelpCarriesTheRange)
 {
     Table t;
