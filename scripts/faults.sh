@@ -154,6 +154,9 @@ fault() {
         [ $rc -ne 0 ] || why="$why; mpirun exited 0"
         grep -qE "rank $victim |rank $victim\b|PID $vpid|\[\[[0-9]+,[0-9]+\],$victim\]|vpid $victim\b" "$log" ||
             why="$why; output does not name rank $victim / pid $vpid"
+        # a stop is only seen by pml/rdrp's watch: its message, nothing else
+        [ "$sig" != STOP ] || grep -qE "rank $victim \(pid $vpid\) has been stopped \(SIGSTOP\)" "$log" ||
+            why="$why; no peer-stopped message naming rank $victim (pid $vpid)"
     fi
     [ -z "$left" ] || { why="$why; processes left:$left"; for p in $left; do kill -KILL "$p" 2>/dev/null; done; }
     [ -z "$shm" ] || why="$why; /dev/shm left: $(echo $shm)"
