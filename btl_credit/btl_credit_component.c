@@ -5,10 +5,14 @@
  */
 #include "opal_config.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "btl_credit.h"
 #include "ucx_glue/rdrp_ucx.h"
+#include "common/params/param_check.h"
 
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/base/mca_base_var_enum.h"
@@ -67,10 +71,83 @@ mca_btl_base_module_t mca_btl_credit_module = {
 static const mca_base_var_enum_value_t mode_values[] = {
     {MCA_BTL_CREDIT_MODE_STATIC, "static"}, {MCA_BTL_CREDIT_MODE_DYNAMIC, "dynamic"}, {0, NULL}};
 
+/* Valid values of every parameter (common/params/param_check.h): ours and
+ * the standard btl ones Open MPI registers for us (mca_btl_base_param_register;
+ * their help strings are Open MPI's, so their ranges are documented in
+ * README and help-file topic bad-value).  Checked by init, when the btl
+ * list names credit, before any traffic.  The sizes of one packet are
+ * bounded by the slot (set in check_params). */
+#define B_INT(n, lo, hi) {"btl_credit_" #n, RDRP_PARAM_INT, &mca_btl_credit_params.n, lo, hi, 0, 0, NULL}
+#define B_MOD(n, kind, lo, hi) {"btl_credit_" #n, kind, &mca_btl_credit_module.btl_##n, 0, 0, lo, hi, NULL}
+/* one GET may move up to 1 TiB: no message is larger, and a bound lets a
+ * nonsense value (a word, -1) be told from a meant one */
+#define GET_LIMIT_MAX (1ULL << 40)
+enum { RULE_EAGER = 9, RULE_RNDV_EAGER = 10, RULE_MAX_SEND = 11 };
+static rdrp_param_rule_t param_rules[] = {
+    B_INT(verbose, 0, 100),
+    {"btl_credit_mode", RDRP_PARAM_ENUM, &mca_btl_credit_params.mode, 0, 0, 0, 0, "0=static|1=dynamic"},
+    B_INT(slots, 0, 1 << 20),
+    {"btl_credit_slot_size", RDRP_PARAM_SIZE, &mca_btl_credit_params.slot_size, 0, 0, 64, 16 << 20, NULL},
+    B_INT(credit_slots, 0, 1024),
+    B_INT(piggyback, 0, 1),
+    B_INT(reg_cache, 0, 1),
+    {"btl_credit_finalize_timeout", RDRP_PARAM_DOUBLE, &mca_btl_credit_params.finalize_timeout, 0, 86400, 0, 0,
+     NULL},
+    /* bits: send is required; put and get are implemented; nothing else */
+    {"btl_credit_flags", RDRP_PARAM_FLAGS, &mca_btl_credit_module.btl_flags, 0, 0, MCA_BTL_FLAGS_SEND,
+     MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET, "1=send|2=put|4=get"},
+    B_MOD(eager_limit, RDRP_PARAM_SIZE, 1, 8192 - MCA_BTL_CREDIT_HDR_SIZE),
+    B_MOD(rndv_eager_limit, RDRP_PARAM_SIZE, 1, 8192 - MCA_BTL_CREDIT_HDR_SIZE),
+    B_MOD(max_send_size, RDRP_PARAM_SIZE, 1, 8192 - MCA_BTL_CREDIT_HDR_SIZE),
+    {"btl_credit_atomic_flags", RDRP_PARAM_FLAGS, &mca_btl_credit_module.btl_atomic_flags, 0, 0, 0, 0, ""},
+    B_MOD(rdma_pipeline_send_length, RDRP_PARAM_SIZE, 0, 1ULL << 30),
+    B_MOD(rdma_pipeline_frag_size, RDRP_PARAM_SIZE, 1, 1ULL << 30),
+    B_MOD(min_rdma_pipeline_size, RDRP_PARAM_SIZE, 0, 0x7fffffffULL),
+    B_MOD(get_limit, RDRP_PARAM_SIZE, 1, GET_LIMIT_MAX),
+    B_MOD(get_alignment, RDRP_PARAM_SIZE, 0, 1 << 20),
+    B_MOD(exclusivity, RDRP_PARAM_U32, 0, 0xffffffffULL),
+    B_MOD(latency, RDRP_PARAM_U32, 0, 0xffffffffULL),
+    B_MOD(bandwidth, RDRP_PARAM_U32, 0, 0xffffffffULL),
+};
+#define N_RULES ((int)(sizeof(param_rules) / sizeof(param_rules[0])))
+
+static const char *help_with_range(const char *name, const char *help)
+{
+    static char buf[2048];
+    return rdrp_param_help(param_rules, N_RULES, "btl_credit_", name, help, buf, sizeof(buf));
+}
+
+/* Every value in its range?  If not: one message naming the parameter,
+ * written to our own stderr (a forwarded show_help is lost about half the
+ * time when the process ends right after it), and the end of the job. */
+static void check_params(void)
+{
+    size_t packet = mca_btl_credit_params.slot_size > MCA_BTL_CREDIT_HDR_SIZE
+                        ? mca_btl_credit_params.slot_size - MCA_BTL_CREDIT_HDR_SIZE : 1;
+    param_rules[RULE_EAGER].uhi = param_rules[RULE_RNDV_EAGER].uhi = param_rules[RULE_MAX_SEND].uhi = packet;
+    rdrp_param_error_t err;
+    if (rdrp_param_check(param_rules, N_RULES, "OMPI_MCA_", &err) < 0) return;
+    char *msg = opal_show_help_string("btl_credit_help.txt", "bad-value", true, opal_process_info.nodename,
+                                      err.name, err.value, err.valid);
+    if (msg) {
+        fprintf(stderr, "%s", msg);
+        free(msg);
+    } else {
+        fprintf(stderr, "btl/credit on %s: %s = %s (valid: %s)\n", opal_process_info.nodename, err.name,
+                err.value, err.valid);
+    }
+    fflush(stderr);
+    /* the btl list names credit: running on without it (or over another
+     * btl) is not what was asked for */
+    if (opal_pmix.abort) (void)opal_pmix.abort(1, "btl/credit: MCA parameter out of range", NULL);
+    _exit(1);
+}
+
 static void reg_var(const char *name, const char *help, mca_base_var_type_t type,
                     mca_base_var_enum_t *enumerator, int level, void *storage)
 {
-    (void)mca_base_component_var_register(&mca_btl_credit_component.btl_version, name, help, type,
+    (void)mca_base_component_var_register(&mca_btl_credit_component.btl_version, name,
+                                          help_with_range(name, help), type,
                                           enumerator, 0, 0, level, MCA_BASE_VAR_SCOPE_READONLY,
                                           storage);
 }
@@ -160,7 +237,7 @@ static int credit_register(void)
      * slower than GET and is left off (ob1 then never uses RPUT). */
     m->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_GET;
     m->btl_atomic_flags = 0;
-    m->btl_get_limit = SIZE_MAX;
+    m->btl_get_limit = GET_LIMIT_MAX;
     m->btl_put_limit = SIZE_MAX;
     m->btl_get_alignment = 0;
     m->btl_put_alignment = 0;
@@ -319,6 +396,7 @@ static mca_btl_base_module_t **credit_init(int *num_btls, bool enable_progress_t
 #ifdef RDRP_HELP_DIR
     opal_show_help_add_dir(RDRP_HELP_DIR);
 #endif
+    check_params();
     mca_btl_credit_hooks_install();
     return mca_btl_credit_init_modules(num_btls, enable_progress_threads, enable_mpi_threads);
 }

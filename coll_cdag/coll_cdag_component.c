@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "common/throttle/throttle.h"
+#include "common/params/param_check.h"
 
 #include "ompi/mca/coll/base/base.h"
 #include "opal/mca/base/mca_base_pvar.h"
@@ -20,6 +21,8 @@
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 #include "opal/util/show_help.h"
+#include "ompi/mca/rte/rte.h"
+#include "ompi/runtime/mpiruntime.h"
 
 static int cdag_register(void);
 static int cdag_open(void);
@@ -55,23 +58,25 @@ static const char *algo_names[CDAG_NALGO] = {
     "auto", "linear", "chain", "kary", "knomial", "butterfly", "dissemination", "ring",
     "reduce_bcast", "reduce_then_scatter", "pairwise"};
 
-static const char *algo_help[CDAG_NCOLL] = {
-    "dissemination | butterfly",
-    "knomial | kary | chain | linear (pipelined by coll_cdag_segment_size)",
-    "knomial | kary | chain | linear (pipelined by coll_cdag_segment_size)",
-    "butterfly | dissemination | ring | reduce_bcast",
-    "knomial | kary | chain | linear",
-    "knomial | kary | chain | linear",
-    "ring | butterfly | dissemination",
-    "pairwise | linear (coll_cdag_window pairs in flight)",
-    "pairwise | ring | reduce_then_scatter",
-    "pairwise | ring | reduce_then_scatter",
-    "chain | butterfly",
-    "chain | butterfly",
-    "linear",
-    "linear",
-    "ring | dissemination",
-    "pairwise | linear"};
+/* the variants each collective has (the valid words of its _algorithm
+ * parameter besides auto) */
+static const char *algo_words[CDAG_NCOLL] = {
+    "auto|dissemination|butterfly",
+    "auto|knomial|kary|chain|linear",
+    "auto|knomial|kary|chain|linear",
+    "auto|butterfly|dissemination|ring|reduce_bcast",
+    "auto|knomial|kary|chain|linear",
+    "auto|knomial|kary|chain|linear",
+    "auto|ring|butterfly|dissemination",
+    "auto|pairwise|linear",
+    "auto|pairwise|ring|reduce_then_scatter",
+    "auto|pairwise|ring|reduce_then_scatter",
+    "auto|chain|butterfly",
+    "auto|chain|butterfly",
+    "auto|linear",
+    "auto|linear",
+    "auto|ring|dissemination",
+    "auto|pairwise|linear"};
 
 static char *coll_list = NULL;
 static char *algo_values[CDAG_NCOLL];
@@ -82,104 +87,131 @@ static char *throttle_value = NULL;
 static int throttle_rank_limit, throttle_node_tokens, throttle_concurrency, throttle_recover, throttle_cache;
 static unsigned long long throttle_bpt;
 
+/* Valid values of every parameter (common/params/param_check.h): checked
+ * at open, before any traffic, and appended to each help string. */
+#define C_INT(n, var, lo, hi) {"coll_cdag_" n, RDRP_PARAM_INT, &var, lo, hi, 0, 0, NULL}
+#define C_ULL(n, var, hi) {"coll_cdag_" n, RDRP_PARAM_ULL, &var, 0, 0, 0, hi, NULL}
+#define C_WORD(n, var, w) {"coll_cdag_" n, RDRP_PARAM_WORD, &var, 0, 0, 0, 0, w}
+#define ANY_SIZE 0x7fffffffffffffffULL
+#define COLL_WORDS "all|barrier|bcast|reduce|allreduce|gather|scatter|allgather|alltoall|" \
+    "reduce_scatter_block|reduce_scatter|scan|exscan|gatherv|scatterv|allgatherv|alltoallv"
+enum { N_FIXED_RULES = 17 };
+static rdrp_param_rule_t param_rules[N_FIXED_RULES + CDAG_NCOLL] = {
+    C_INT("priority", mca_coll_cdag_params.priority, -1, 100),
+    C_INT("verbose", mca_coll_cdag_params.verbose, 0, 100),
+    C_WORD("progress", progress_value, "inline|thread"),
+    {"coll_cdag_collectives", RDRP_PARAM_WORDS, &coll_list, 0, 0, 0, 0, COLL_WORDS},
+    C_INT("radix", mca_coll_cdag_params.radix, 2, 64),
+    C_ULL("segment_size", seg_size, 1ULL << 30),
+    C_INT("window", mca_coll_cdag_params.window, 0, 1 << 20),
+    C_INT("shadow_buffers", mca_coll_cdag_params.eager_buffers, 0, 1 << 16),
+    C_ULL("shadow_buffer_size", eager_size, 16ULL << 20),
+    C_WORD("throttle", throttle_value, "off|rank|node"),
+    C_INT("throttle_rank_limit", throttle_rank_limit, 0, 1 << 20),
+    C_INT("throttle_node_tokens", throttle_node_tokens, 1, 1 << 20),
+    C_ULL("throttle_bytes_per_token", throttle_bpt, ANY_SIZE),
+    C_INT("throttle_concurrency", throttle_concurrency, 0, 1 << 20),
+    C_INT("throttle_token_cache", throttle_cache, -1, 1 << 20),
+    C_INT("throttle_recover_polls", throttle_recover, 1, 0x7fffffff),
+    /* the _algorithm rules follow, filled in by cdag_register */
+};
+#define N_RULES (N_FIXED_RULES + CDAG_NCOLL)
+
+static const char *help_with_range(const char *name, const char *help)
+{
+    static char buf[2048];
+    return rdrp_param_help(param_rules, N_RULES, "coll_cdag_", name, help, buf, sizeof(buf));
+}
+
+static char algo_rule_names[CDAG_NCOLL][64];
+
 static int cdag_register(void)
 {
     mca_coll_cdag_params_t *p = &mca_coll_cdag_params;
     const mca_base_component_t *c = &mca_coll_cdag_component.collm_version;
 
     p->priority = -1;
-    (void)mca_base_component_var_register(c, "priority",
-        "Priority of coll/cdag; it takes intra-communicators only when this is >= 0, and wins "
+    (void)mca_base_component_var_register(c, "priority", help_with_range("priority", "Priority of coll/cdag; it takes intra-communicators only when this is >= 0, and wins "
         "over coll/tuned (30) above 30.  Default -1: installed but unused until asked for, "
-        "e.g. --mca coll_cdag_priority 100",
+        "e.g. --mca coll_cdag_priority 100"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, &p->priority);
     p->verbose = 0;
-    (void)mca_base_component_var_register(c, "verbose", "Verbosity of coll/cdag (0: errors only, 2: settings at start-up, 10: communicators it takes and the schedule of every compiled plan (once per plan): algorithm, radix, segment, window)",
+    (void)mca_base_component_var_register(c, "verbose", help_with_range("verbose", "Verbosity of coll/cdag (0: errors only, 2: settings at start-up, 10: communicators it takes and the schedule of every compiled plan (once per plan): algorithm, radix, segment, window)"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &p->verbose);
     progress_value = "inline";
-    (void)mca_base_component_var_register(c, "progress",
-        "Who progresses collective schedules: inline (the MPI library's progress, i.e. while the "
+    (void)mca_base_component_var_register(c, "progress", help_with_range("progress", "Who progresses collective schedules: inline (the MPI library's progress, i.e. while the "
         "application is inside MPI calls) or thread (an engine thread, pinned to a core outside "
         "the application's binding when there is one, drives started nonblocking and persistent "
         "collectives while the application is outside MPI, so they complete while it computes "
         "or sleeps; while the application is inside MPI it drives them itself, and the engine "
-        "sleeps when none runs)",
+        "sleeps when none runs)"),
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
         &progress_value);
     coll_list = "all";
-    (void)mca_base_component_var_register(c, "collectives",
-        "Collectives coll/cdag provides: all, or a comma list of barrier, bcast, reduce, "
+    (void)mca_base_component_var_register(c, "collectives", help_with_range("collectives", "Collectives coll/cdag provides: all, or a comma list of barrier, bcast, reduce, "
         "allreduce, gather, scatter, allgather, alltoall, reduce_scatter_block, reduce_scatter, "
         "scan, exscan, gatherv, scatterv, allgatherv, alltoallv (the others go to the module "
-        "below; every entry covers the blocking, nonblocking and persistent forms)",
+        "below; every entry covers the blocking, nonblocking and persistent forms)"),
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, &coll_list);
     p->radix = 2;
-    (void)mca_base_component_var_register(c, "radix", "Radix of the k-ary and k-nomial trees",
+    (void)mca_base_component_var_register(c, "radix", help_with_range("radix", "Radix of the k-ary and k-nomial trees"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &p->radix);
     seg_size = 0;
-    (void)mca_base_component_var_register(c, "segment_size",
-        "Pipelining segment of tree and chain schedules in bytes (0: whole messages)",
+    (void)mca_base_component_var_register(c, "segment_size", help_with_range("segment_size", "Pipelining segment of tree and chain schedules in bytes (0: whole messages)"),
         MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5,
         MCA_BASE_VAR_SCOPE_READONLY, &seg_size);
     p->window = 0;
-    (void)mca_base_component_var_register(c, "window",
-        "Alltoall(v) linear variant: pairs in flight at once (0: all)",
+    (void)mca_base_component_var_register(c, "window", help_with_range("window", "Alltoall(v) linear variant: pairs in flight at once (0: all)"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &p->window);
     p->eager_buffers = 256;
-    (void)mca_base_component_var_register(c, "shadow_buffers",
-        "Pre-allocated shadow buffers per process for small messages that arrive before their "
-        "receive is posted (more use the heap)",
+    (void)mca_base_component_var_register(c, "shadow_buffers", help_with_range("shadow_buffers", "Pre-allocated shadow buffers per process for small messages that arrive before their "
+        "receive is posted (more use the heap)"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY,
         &p->eager_buffers);
     eager_size = 8192;
-    (void)mca_base_component_var_register(c, "shadow_buffer_size", "Size of a shadow buffer in bytes",
+    (void)mca_base_component_var_register(c, "shadow_buffer_size", help_with_range("shadow_buffer_size", "Size of a shadow buffer in bytes"),
         MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_6,
         MCA_BASE_VAR_SCOPE_READONLY, &eager_size);
     throttle_value = "off";
-    (void)mca_base_component_var_register(c, "throttle",
-        "Token throttling of schedule messages (admission control before injection): off, rank "
+    (void)mca_base_component_var_register(c, "throttle", help_with_range("throttle", "Token throttling of schedule messages (admission control before injection): off, rank "
         "(at most coll_cdag_throttle_rank_limit messages in flight per rank), or node (also a "
         "token pool in shared memory shared by the ranks of a node, served first-come-first-served, "
-        "and at most coll_cdag_throttle_concurrency ranks injecting at once)",
+        "and at most coll_cdag_throttle_concurrency ranks injecting at once)"),
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, &throttle_value);
     throttle_rank_limit = 16;  /* bench/throttle_sweep.sh here: small messages peak at 16 in flight per rank */
-    (void)mca_base_component_var_register(c, "throttle_rank_limit",
-        "Messages in flight per rank (CRCT) under throttle rank or node; 0 = unlimited",
+    (void)mca_base_component_var_register(c, "throttle_rank_limit", help_with_range("throttle_rank_limit", "Messages in flight per rank (CRCT) under throttle rank or node; 0 = unlimited"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &throttle_rank_limit);
     throttle_node_tokens = 32;  /* ... 32 per node (2 ranks x 16); 256 KiB messages at 2 in flight */
-    (void)mca_base_component_var_register(c, "throttle_node_tokens",
-        "Tokens of the node pool (NRCT) under throttle node",
+    (void)mca_base_component_var_register(c, "throttle_node_tokens", help_with_range("throttle_node_tokens", "Tokens of the node pool (NRCT) under throttle node"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &throttle_node_tokens);
     throttle_bpt = 16384;  /* so a 256 KiB message takes 16 of the 32 tokens: 2 in flight */
-    (void)mca_base_component_var_register(c, "throttle_bytes_per_token",
-        "Bytes one token pays for (a message takes ceil(bytes / this), at least 1, at most "
+    (void)mca_base_component_var_register(c, "throttle_bytes_per_token", help_with_range("throttle_bytes_per_token", "Bytes one token pays for (a message takes ceil(bytes / this), at least 1, at most "
         "node_tokens / local ranks of the communicator, so every rank can have a message in "
-        "flight); 0 = one token per message",
+        "flight); 0 = one token per message"),
         MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &throttle_bpt);
     throttle_concurrency = 0;
-    (void)mca_base_component_var_register(c, "throttle_concurrency",
-        "Ranks of a node injecting at once (CCT) under throttle node; 0 = unlimited",
+    (void)mca_base_component_var_register(c, "throttle_concurrency", help_with_range("throttle_concurrency", "Ranks of a node injecting at once (CCT) under throttle node; 0 = unlimited"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &throttle_concurrency);
     throttle_cache = -1;
-    (void)mca_base_component_var_register(c, "throttle_token_cache",
-        "Tokens a rank may keep between messages under throttle node, so a rank alone on an idle "
+    (void)mca_base_component_var_register(c, "throttle_token_cache", help_with_range("throttle_token_cache", "Tokens a rank may keep between messages under throttle node, so a rank alone on an idle "
         "pool touches no shared memory per message; filled only while half the pool is free and "
         "given back as soon as another rank waits. -1 = node_tokens / (2 x local ranks of the "
-        "communicator), 0 = off",
+        "communicator), 0 = off"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY, &throttle_cache);
     throttle_recover = 1000;
-    (void)mca_base_component_var_register(c, "throttle_recover_polls",
-        "Unsuccessful admission attempts after which a waiting rank reclaims the tokens and the "
-        "ticket of dead ranks of its node",
+    (void)mca_base_component_var_register(c, "throttle_recover_polls", help_with_range("throttle_recover_polls", "Unsuccessful admission attempts after which a waiting rank reclaims the tokens and the "
+        "ticket of dead ranks of its node"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY, &throttle_recover);
     for (int i = 0; i < CDAG_NCOLL; ++i) {
         char name[64], help[256];
         snprintf(name, sizeof(name), "%s_algorithm", coll_names[i]);
-        snprintf(help, sizeof(help), "Variant of %s: auto (the selection table) | %s", coll_names[i],
-                 algo_help[i]);
+        snprintf(help, sizeof(help), "Variant of %s (auto: the selection table)", coll_names[i]);
         algo_values[i] = "auto";
-        (void)mca_base_component_var_register(c, name, help, MCA_BASE_VAR_TYPE_STRING, NULL, 0,
+        snprintf(algo_rule_names[i], sizeof(algo_rule_names[i]), "coll_cdag_%s", name);
+        param_rules[N_FIXED_RULES + i] = (rdrp_param_rule_t){algo_rule_names[i], RDRP_PARAM_WORD, &algo_values[i],
+                                                              0, 0, 0, 0, algo_words[i]};
+        (void)mca_base_component_var_register(c, name, help_with_range(name, help), MCA_BASE_VAR_TYPE_STRING, NULL, 0,
                                               0, OPAL_INFO_LVL_5,
                                               MCA_BASE_VAR_SCOPE_READONLY, &algo_values[i]);
     }
@@ -268,6 +300,25 @@ static int parse_collectives(const char *list, unsigned *mask)
     return rc;
 }
 
+/* One message naming the parameter, its value and the valid ones, written
+ * to our own stderr (a forwarded show_help is lost about half the time
+ * when the process ends right after it), then the end of the job: an MPI
+ * process aborts; ompi_info, which opens components too, only reports. */
+static void bad_value(const rdrp_param_error_t *err)
+{
+    char *msg = opal_show_help_string("help-coll-cdag.txt", "bad-value", true, opal_process_info.nodename,
+                                      err->name, err->value, err->valid);
+    if (msg) {
+        fprintf(stderr, "%s", msg);
+        free(msg);
+    } else {
+        fprintf(stderr, "coll/cdag on %s: %s = %s (valid: %s)\n", opal_process_info.nodename, err->name,
+                err->value, err->valid);
+    }
+    fflush(stderr);
+    if (ompi_mpi_state >= OMPI_MPI_STATE_INIT_STARTED) ompi_rte_abort(1, NULL);
+}
+
 static int cdag_open(void)
 {
     mca_coll_cdag_params_t *p = &mca_coll_cdag_params;
@@ -278,38 +329,31 @@ static int cdag_open(void)
 #endif
     opal_show_help_add_dir(RDRP_HELP_DIR);
     register_pvars();
+    /* every value in its range, before anything starts: a refused one ends
+     * the job here (any setting of ours means the user wants coll/cdag) */
+    rdrp_param_error_t err;
+    if (rdrp_param_check(param_rules, N_RULES, "OMPI_MCA_", &err) >= 0) {
+        bad_value(&err);
+        return OMPI_ERROR;
+    }
     if (p->priority < 0) return OMPI_SUCCESS;  /* not asked for: no worker, nothing published */
 
     if (parse_collectives(coll_list, &p->enabled_mask) != 0) return OMPI_SUCCESS;
-    if (strcmp(progress_value, "thread") == 0) p->progress = 1;
-    else if (strcmp(progress_value, "inline") == 0) p->progress = 0;
-    else {
-        opal_show_help("help-coll-cdag.txt", "bad-param", true, "coll_cdag_progress", progress_value);
-        return OMPI_SUCCESS;
-    }
+    p->progress = strcmp(progress_value, "thread") == 0;
     cdag_glue_config_t cfg;
     memset(&cfg, 0, sizeof(cfg));
     cfg.thread = p->progress;
     cfg.mpi_threads = 1;  /* the thread level is not known yet at open: lock to be safe */
     cfg.local_ranks = (int)opal_process_info.num_local_peers + 1;
     cfg.local_rank = (int)opal_process_info.my_local_rank;
-    if (strcmp(throttle_value, "off") == 0) cfg.throttle_mode = CDAG_THROTTLE_OFF;
-    else if (strcmp(throttle_value, "rank") == 0) cfg.throttle_mode = CDAG_THROTTLE_RANK;
+    if (strcmp(throttle_value, "rank") == 0) cfg.throttle_mode = CDAG_THROTTLE_RANK;
     else if (strcmp(throttle_value, "node") == 0) cfg.throttle_mode = CDAG_THROTTLE_NODE;
-    else {
-        opal_show_help("help-coll-cdag.txt", "bad-param", true, "coll_cdag_throttle", throttle_value);
-        return OMPI_SUCCESS;
-    }
-    if (throttle_node_tokens < 1 || throttle_rank_limit < 0 || throttle_concurrency < 0) {
-        opal_show_help("help-coll-cdag.txt", "bad-param", true, "coll_cdag_throttle_node_tokens",
-                       "must be at least 1 (limits are >= 0)");
-        return OMPI_SUCCESS;
-    }
+    else cfg.throttle_mode = CDAG_THROTTLE_OFF;
     cfg.throttle_rank_limit = (uint32_t)throttle_rank_limit;
     cfg.throttle_node_tokens = (uint32_t)throttle_node_tokens;
     cfg.throttle_concurrency = (uint32_t)throttle_concurrency;
     cfg.throttle_bytes_per_token = throttle_bpt;
-    cfg.throttle_recover = (uint32_t)(throttle_recover > 0 ? throttle_recover : 1000);
+    cfg.throttle_recover = (uint32_t)throttle_recover;
     cfg.throttle_cache = throttle_cache;
     cfg.eager_buffers = (size_t)(p->eager_buffers > 0 ? p->eager_buffers : 0);
     cfg.eager_size = (size_t)eager_size;

@@ -55,6 +55,7 @@ typedef struct mca_pml_rdrp_params {
     int    throttle_rank_limit, throttle_node_tokens, throttle_token_cache, throttle_recover_polls;
     uint64_t throttle_bytes_per_token;
     double finalize_timeout;   /* seconds to wait for peers at finalize */
+    double peer_timeout;       /* seconds a peer on the node may stay stopped while we wait (0: never) */
     int    output;             /* opal_output stream */
 } mca_pml_rdrp_params_t;
 
@@ -98,6 +99,13 @@ OMPI_MODULE_DECLSPEC extern mca_pml_base_component_2_0_0_t mca_pml_rdrp_componen
 /* ---------------- implemented in C (pml_rdrp_component.c) */
 int  mca_pml_rdrp_modex_send(const void *addr, size_t len);
 int  mca_pml_rdrp_modex_recv(ompi_proc_t *proc, void **addr, size_t *len);
+/* Publish this process's pml/rdrp version; compare every peer's with it
+ * (a mismatch, or a peer without one, is reported: OMPI_ERR_UNREACH). */
+int  mca_pml_rdrp_version_publish(void);
+int  mca_pml_rdrp_version_check(ompi_proc_t **procs, size_t nprocs);
+/* Set by open when a parameter is out of its range (already reported):
+ * init then declines, which fails MPI_Init under --mca pml rdrp. */
+extern int mca_pml_rdrp_params_invalid;
 /* Print the help topic with one string argument and abort the job. */
 void mca_pml_rdrp_fatal(const char *topic, const char *arg1, const char *arg2);
 /* Print a help topic (no abort). */

@@ -9,6 +9,7 @@
 
 #include "pml_rdrp.h"
 #include "ucx_glue/rdrp_ucx.h"
+#include "common/params/param_check.h"
 
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/base/mca_base_var_enum.h"
@@ -26,6 +27,7 @@ static int rdrp_close(void);
 static void register_pvars(void);
 
 mca_pml_rdrp_params_t mca_pml_rdrp_params;
+int mca_pml_rdrp_params_invalid = 0;
 
 mca_pml_base_component_2_0_0_t mca_pml_rdrp_component = {
     .pmlm_version = {
@@ -68,18 +70,86 @@ static const mca_base_var_enum_value_t rndv_protocol_values[] = {
 static const mca_base_var_enum_value_t data_path_values[] = {
     {RDRP_PATH_AUTO, "auto"}, {RDRP_PATH_RMA, "rma"}, {RDRP_PATH_AM, "am"}, {RDRP_PATH_CMA, "cma"}, {0, NULL}};
 
+/* Valid values of every parameter (common/params/param_check.h): checked
+ * at open, before any traffic, and appended to each help string.  The
+ * numbers of the enumerations are those of rndv_protocol_values and
+ * data_path_values above. */
+_Static_assert(RDRP_RNDV_AUTO == 0 && RDRP_RNDV_RDRP == 1 && RDRP_RNDV_GET == 2 && RDRP_RNDV_PUT == 3,
+               "rndv_protocol words below");
+_Static_assert(RDRP_PATH_AUTO == 0 && RDRP_PATH_RMA == 1 && RDRP_PATH_AM == 2 && RDRP_PATH_CMA == 3,
+               "data_path words below");
+#define P_INT(n, lo, hi) {"pml_rdrp_" #n, RDRP_PARAM_INT, &mca_pml_rdrp_params.n, lo, hi, 0, 0, NULL}
+#define P_DBL(n, lo, hi) {"pml_rdrp_" #n, RDRP_PARAM_DOUBLE, &mca_pml_rdrp_params.n, lo, hi, 0, 0, NULL}
+#define P_ENUM(n, w) {"pml_rdrp_" #n, RDRP_PARAM_ENUM, &mca_pml_rdrp_params.n, 0, 0, 0, 0, w}
+#define P_ULL(n, var, hi) {"pml_rdrp_" #n, RDRP_PARAM_ULL, &var, 0, 0, 0, hi, NULL}
+#define ANY_SIZE 0x7fffffffffffffffULL
+static const rdrp_param_rule_t param_rules[] = {
+    P_INT(priority, 0, 100),
+    P_INT(verbose, 0, 100),
+    P_ULL(eager_limit, eager_limit, 4ULL << 20),
+    P_ULL(rndv_threshold, eager_limit, 4ULL << 20),  /* the synonym, as the user may spell it */
+    P_ULL(rndv_first_chunk, first_chunk, 64ULL << 20),
+    P_ULL(chunk_size, chunk_size, 1ULL << 30),
+    P_ULL(cma_chunk_size, cma_chunk_size, 1ULL << 30),
+    P_INT(max_outstanding, 1, 1024),
+    P_ENUM(rndv_protocol, "0=auto|1=rdrp|2=get|3=put"),
+    P_ULL(get_limit, get_limit, ANY_SIZE),
+    P_INT(put_poll_value, -1, 255),
+    P_ENUM(data_path, "0=auto|1=rma|2=am|3=cma"),
+    P_ULL(auto_rma_min, auto_rma_min, ANY_SIZE),
+    P_INT(shm, 0, 1),
+    P_ULL(shm_ring_size, shm_ring_size, 1ULL << 30),
+    P_ULL(shm_eager_limit, shm_eager_limit, 16ULL << 20),
+    P_ULL(am_eager_limit, am_eager_limit, 16ULL << 20),
+    P_INT(progress_iterations, 1, 1000000),
+    P_INT(credit, 0, 1),
+    P_DBL(credit_wait_us, 0, 60e6),
+    P_ULL(send_buffer, send_buffer, ANY_SIZE),
+    P_ENUM(credit_mode, "0=static|1=dynamic"),
+    P_INT(credit_slots, 0, 1 << 20),
+    P_INT(credit_credit_slots, 0, 1024),
+    P_INT(credit_piggyback, 0, 1),
+    P_INT(reg_cache, 0, 1),
+    P_ENUM(throttle, "0=off|1=rank|2=node"),
+    P_INT(throttle_rank_limit, 0, 1 << 20),
+    P_INT(throttle_node_tokens, 1, 1 << 20),
+    P_ULL(throttle_bytes_per_token, throttle_bpt, ANY_SIZE),
+    P_INT(throttle_token_cache, -1, 1 << 20),
+    P_INT(throttle_recover_polls, 1, 0x7fffffff),
+    P_DBL(finalize_timeout, 0, 86400),
+    P_DBL(peer_timeout, 0, 86400),
+};
+#define N_RULES ((int)(sizeof(param_rules) / sizeof(param_rules[0])))
+
+/* The help string with the parameter's valid values appended. */
+static const char *help_with_range(const char *name, const char *help)
+{
+    static char buf[2048];
+    return rdrp_param_help(param_rules, N_RULES, "pml_rdrp_", name, help, buf, sizeof(buf));
+}
+
 static void reg_int(const char *name, const char *help, int *storage, int level)
 {
-    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, name, help,
+    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, name,
+                                          help_with_range(name, help),
                                           MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, level,
                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
 }
 
 static void reg_size(const char *name, const char *help, unsigned long long *storage)
 {
-    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, name, help,
+    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, name,
+                                          help_with_range(name, help),
                                           MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0,
                                           OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+static void reg_double(const char *name, const char *help, double *storage, int level)
+{
+    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, name,
+                                          help_with_range(name, help),
+                                          MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, level,
+                                          MCA_BASE_VAR_SCOPE_READONLY, storage);
 }
 
 /* An enumerated parameter: its values by name, stored as their numbers. */
@@ -90,7 +160,8 @@ static void reg_enum(const char *name, const mca_base_var_enum_value_t *values, 
     mca_base_var_enum_t *e = NULL;
     snprintf(enum_name, sizeof(enum_name), "pml_rdrp_%s", name);
     (void)mca_base_var_enum_create(enum_name, values, &e);
-    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, name, help,
+    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, name,
+                                          help_with_range(name, help),
                                           MCA_BASE_VAR_TYPE_INT, e, 0, 0, level,
                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
     if (e) OBJ_RELEASE(e);
@@ -108,8 +179,9 @@ static int rdrp_register(void)
             &p->verbose, OPAL_INFO_LVL_5);
     int eager_idx = mca_base_component_var_register(
         &mca_pml_rdrp_component.pmlm_version, "eager_limit",
-        "Largest message (in bytes of packed payload) sent eagerly in one active message; larger ones use "
-        "rendezvous (synonym: pml_rdrp_rndv_threshold)",
+        help_with_range("eager_limit",
+                        "Largest message (in bytes of packed payload) sent eagerly in one active message; larger "
+                        "ones use rendezvous (synonym: pml_rdrp_rndv_threshold)"),
         MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_4,
         MCA_BASE_VAR_SCOPE_READONLY, &eager_limit);
     /* the rendezvous threshold is the eager limit: one setting, two names */
@@ -179,12 +251,11 @@ static int rdrp_register(void)
             "pml_rdrp_credit_wait_us, then goes by rendezvous, whose RTS needs no credit)",
             &p->credit, OPAL_INFO_LVL_4);
     p->credit_wait_us = 1000.0;
-    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "credit_wait_us",
-            "Microseconds a send without credit waits for one before it goes by rendezvous (whose RTS needs "
-            "no credit: a receiver waiting for a message stuck behind a full mailbox of unmatched ones "
-            "always gets its envelope)",
-            MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, OPAL_INFO_LVL_5,
-            MCA_BASE_VAR_SCOPE_READONLY, &p->credit_wait_us);
+    reg_double("credit_wait_us",
+               "Microseconds a send without credit waits for one before it goes by rendezvous (whose RTS needs "
+               "no credit: a receiver waiting for a message stuck behind a full mailbox of unmatched ones "
+               "always gets its envelope)",
+               &p->credit_wait_us, OPAL_INFO_LVL_5);
     reg_size("send_buffer",
              "Bytes per process of early-completed copies: a standard send that waits for credit completes at "
              "once from a copy while the copies fit in this budget (each also counts one request object); "
@@ -240,10 +311,17 @@ static int rdrp_register(void)
     reg_int("throttle_recover_polls", "Admission attempts a waiting process makes before it reclaims the tokens of dead "
             "processes of the node", &p->throttle_recover_polls, OPAL_INFO_LVL_6);
     p->finalize_timeout = 30.0;
-    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, "finalize_timeout",
-            "Seconds finalize waits for outstanding control messages before giving up",
-            MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, OPAL_INFO_LVL_6,
-            MCA_BASE_VAR_SCOPE_READONLY, &p->finalize_timeout);
+    reg_double("finalize_timeout", "Seconds finalize waits for outstanding control messages before giving up",
+               &p->finalize_timeout, OPAL_INFO_LVL_6);
+    /* generous by default: a stop (SIGSTOP, Ctrl-Z) is rarely meant to
+     * last, but nothing is lost by waiting; a debugger's stop is never
+     * counted (common/liveness/peer_watch.h) */
+    p->peer_timeout = 300.0;
+    reg_double("peer_timeout",
+               "Seconds a peer process on this node may stay stopped (SIGSTOP, state T) while this process "
+               "waits inside MPI before the job is aborted with a message naming it (0: never).  A peer that "
+               "computes or sleeps outside MPI, however long, is never taken for stopped",
+               &p->peer_timeout, OPAL_INFO_LVL_4);
     register_pvars();
     return OMPI_SUCCESS;
 }
@@ -352,7 +430,7 @@ static int rdrp_open(void)
     mca_pml_rdrp_params_t *p = &mca_pml_rdrp_params;
     p->eager_limit = (size_t)eager_limit;
     p->rndv_first_chunk = (size_t)first_chunk;
-    p->chunk_size = chunk_size ? (size_t)chunk_size : 512 * 1024;
+    p->chunk_size = chunk_size ? (size_t)chunk_size : 512 * 1024;  /* 0: the default (help) */
     p->cma_chunk_size = cma_chunk_size ? (size_t)cma_chunk_size : p->chunk_size;
     p->get_limit = (size_t)get_limit;
     p->auto_rma_min = (size_t)auto_rma_min;
@@ -360,10 +438,7 @@ static int rdrp_open(void)
     p->shm_ring_size = (size_t)shm_ring_size;
     p->shm_eager_limit = (size_t)shm_eager_limit;
     p->am_eager_limit = (size_t)am_eager_limit;
-    if (p->credit_wait_us < 0) p->credit_wait_us = 0;
     p->throttle_bytes_per_token = (uint64_t)throttle_bpt;
-    if (p->put_poll_value > 255) p->put_poll_value = 255;
-    if (p->max_outstanding < 1) p->max_outstanding = 1;
     if (p->rndv_first_chunk > p->chunk_size) p->rndv_first_chunk = p->chunk_size;
     /* measured on shared memory with UCX 1.13: UCX's AM rendezvous is true
      * zero-copy (cma), while ucp_get_nbx on user memory is emulated through
@@ -379,6 +454,16 @@ static int rdrp_open(void)
     opal_show_help_add_dir(RDRP_SRC_HELP_DIR);
 #endif
     opal_show_help_add_dir(RDRP_HELP_DIR);
+
+    /* a value out of its range fails the job here, before any traffic:
+     * init then declines, and with --mca pml rdrp nothing else is tried */
+    rdrp_param_error_t err;
+    if (rdrp_param_check(param_rules, N_RULES, "OMPI_MCA_", &err) >= 0) {
+        char what[256];
+        snprintf(what, sizeof(what), "%s = %s", err.name, err.value);
+        mca_pml_rdrp_show_help("bad-value", what, err.valid);
+        mca_pml_rdrp_params_invalid = 1;
+    }
 
     /* UCX must hear about memory released by the application too */
     opal_common_ucx_mca_register();
@@ -413,6 +498,66 @@ int mca_pml_rdrp_modex_recv(ompi_proc_t *proc, void **addr, size_t *len)
     int rc;
     OPAL_MODEX_RECV(rc, &mca_pml_rdrp_component.pmlm_version, &proc->super.proc_name, addr, len);
     return rc;
+}
+
+/* ------------------------------------------------------------ versions
+ * Every rank publishes the version of its pml/rdrp ("MAJOR.MINOR.RELEASE";
+ * the modex key of OPAL_MODEX_SEND above carries only major.minor) and
+ * add_procs compares it with every peer's before any traffic, so ranks
+ * that disagree (another PML, another build) stop with one message naming
+ * both sides.  RDRP_TEST_FAKE_VERSION replaces the published version: it
+ * exists only so that scripts/faults.sh mismatch can start a job whose
+ * ranks disagree without building a second copy. */
+#define RDRP_VERSION_KEY "pml.rdrp.version"
+#define STR2(x) #x
+#define STR(x) STR2(x)
+static const char *my_version(void)
+{
+    const char *fake = getenv("RDRP_TEST_FAKE_VERSION");
+    return fake && *fake ? fake : STR(RDRP_VERSION_MAJOR) "." STR(RDRP_VERSION_MINOR) "." STR(RDRP_VERSION_RELEASE);
+}
+
+int mca_pml_rdrp_version_publish(void)
+{
+    int rc;
+    OPAL_MODEX_SEND_VALUE(rc, OPAL_PMIX_GLOBAL, RDRP_VERSION_KEY, (char *)my_version(), OPAL_STRING);
+    return rc;
+}
+
+int mca_pml_rdrp_version_check(ompi_proc_t **procs, size_t nprocs)
+{
+    const char *mine = my_version();
+    for (size_t i = 0; i < nprocs; ++i) {
+        ompi_proc_t *proc = procs[i];
+        if (proc == ompi_proc_local_proc) continue;
+        char *theirs = NULL, *host = NULL, *pml = NULL;
+        int rc;
+        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, RDRP_VERSION_KEY, &proc->super.proc_name, &theirs, OPAL_STRING);
+        if (rc == OPAL_SUCCESS && theirs && strcmp(theirs, mine) == 0) {
+            free(theirs);
+            continue;
+        }
+        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_HOSTNAME, &proc->super.proc_name, &host, OPAL_STRING);
+        char peer[256], what[512];
+        snprintf(peer, sizeof(peer), "rank %u %s on %s", proc->super.proc_name.vpid,
+                 OMPI_NAME_PRINT(&proc->super.proc_name), host ? host : "an unknown host");
+        if (theirs) {
+            snprintf(what, sizeof(what), "%s runs pml/rdrp %s, this process pml/rdrp %s", peer, theirs, mine);
+            mca_pml_rdrp_show_help("version-mismatch", what, "");
+        } else {
+            /* the PML it selected, as Open MPI's own check reads it */
+            size_t len = 0;
+            OPAL_MODEX_RECV_STRING(rc, "pml.base.2.0", &proc->super.proc_name, (void **)&pml, &len);
+            snprintf(what, sizeof(what), "%s selected pml %s, this process pml rdrp %s", peer,
+                     (rc == OPAL_SUCCESS && pml) ? pml : "(another: it published no pml/rdrp version)", mine);
+            mca_pml_rdrp_show_help("pml-mismatch", what, "");
+        }
+        free(theirs);
+        free(host);
+        free(pml);
+        return OMPI_ERR_UNREACH;
+    }
+    return OMPI_SUCCESS;
 }
 
 /* Rendered here and written to our own stderr, which mpirun forwards

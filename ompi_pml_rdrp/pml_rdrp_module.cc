@@ -3,6 +3,7 @@
 #include "pml_rdrp_credit.h"
 #include "pml_rdrp_pacing.h"
 #include "pml_rdrp_throttle.h"
+#include "pml_rdrp_watch.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -73,8 +74,15 @@ Endpoint *comm_endpoint(ompi_communicator_t *comm, int rank)
 /* ------------------------------------------------------------ module functions */
 static int add_procs(ompi_proc_t **procs, size_t nprocs)
 {
-    /* every rank must run rdrp: a mix with another PML cannot talk */
-    return mca_pml_base_pml_check_selected("rdrp", procs, nprocs);
+    /* every rank must run rdrp, of the same version: a mix cannot talk.
+     * Ours first: it names both sides on every rank of rdrp (Open MPI's
+     * compares with rank 0 only, under a full modex) */
+    int rc = mca_pml_rdrp_version_check(procs, nprocs);
+    if (rc != OMPI_SUCCESS) return rc;
+    rc = mca_pml_base_pml_check_selected("rdrp", procs, nprocs);
+    if (rc != OMPI_SUCCESS) return rc;
+    watch_add_procs(procs, nprocs);
+    return OMPI_SUCCESS;
 }
 
 static int del_procs(ompi_proc_t **procs, size_t nprocs)
@@ -120,6 +128,7 @@ unsigned progress_once()
     /* with every peer on shared-memory rings, UCX has nothing to do: look
      * at it only now and then (a peer may still start UCX traffic) */
     if (transport_ucx_busy || (++g.ucx_skip & 63) == 0) n += ucp_worker_progress(g.worker);
+    if (n == 0) watch_tick();  /* waiting: is a peer we may wait for stopped? */
     g.in_progress = false;
     return n;
 }
@@ -262,6 +271,7 @@ extern "C" mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_p
 {
     (void)enable_progress_threads;
     using namespace rdrp;
+    if (mca_pml_rdrp_params_invalid) return nullptr;  /* reported by open */
     rdrp_ucx_context_params_t cp{};
     cp.estimated_num_eps = ompi_process_info.num_procs;
     if (rdrp_ucx_context_acquire(&cp) != 0) {
@@ -304,6 +314,7 @@ extern "C" mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_p
     }
     int rc = mca_pml_rdrp_modex_send(blob, blob_len);
     free(blob);
+    if (rc == OMPI_SUCCESS) rc = mca_pml_rdrp_version_publish();
     if (rc != OMPI_SUCCESS) {
         mca_pml_rdrp_show_help("init-failed", "modex send failed", "");
         return nullptr;
@@ -320,6 +331,7 @@ extern "C" mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_p
 extern "C" int mca_pml_rdrp_finalize(void)
 {
     using namespace rdrp;
+    watch_fini();
     for (Endpoint *ep : g.endpoints) {
         ep->proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML] = nullptr;
         transport_disconnect(ep);

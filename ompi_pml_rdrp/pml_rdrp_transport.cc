@@ -191,6 +191,14 @@ void transport_fini()
     L.on = false;
 }
 
+int transport_peer_pid(const void *blob, size_t len)
+{
+    Identity id;
+    if (len < sizeof(id)) return 0;
+    std::memcpy(&id, blob, sizeof(id));
+    return id.magic == kMagic ? id.pid : 0;
+}
+
 Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
 {
     Identity id;

@@ -112,6 +112,8 @@ void transport_configure();
 bool transport_init(const void *ucx_addr, size_t ucx_addr_len, void **blob, size_t *blob_len);
 void transport_fini();
 
+/* The process id in a peer's modex blob (0: malformed). */
+int transport_peer_pid(const void *blob, size_t len);
 /* Make an endpoint from a peer's modex blob; NULL after a fatal message. */
 Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len);
 /* Forget an endpoint's transport state (del_procs); its UCX endpoint,

@@ -165,7 +165,7 @@ cycle() {
     # half of the time, so pml/rdrp is covered by the file check above only.
     help_found btl/credit 2 "cannot use this flow-control setting" \
         --mca pml ob1 --mca btl self,credit --mca btl_credit_mode static --mca btl_credit_slots 1
-    help_found coll/cdag 1 "coll/cdag cannot use the value of an MCA parameter" \
+    help_found coll/cdag 1 "coll/cdag on host .* refuses an MCA parameter value: coll_cdag_progress = bogus" \
         --mca coll_cdag_priority 100 --mca coll_cdag_progress bogus
 
     echo "== MPI tests of this release against the installed package"

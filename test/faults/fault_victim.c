@@ -7,6 +7,12 @@
  *   rndv   a ring of 8 MiB messages (mid-rendezvous most of the time)
  *   coll   Allreduce / Bcast / Alltoall of 1 MiB and Iallreduce
  *   quiet  barriers with sleeps (the peer dies while nobody sends)
+ * and two modes that end by themselves (exit 0, nobody is to be killed):
+ *   timed    300 rounds of a barrier and 50 ms of sleep (15 s), for a
+ *            peer stopped for less than the timeout and then continued
+ *   sleeper  the last rank sleeps 8 s outside MPI, twice, while the others
+ *            wait for it in a receive (a busy rank must never be taken for
+ *            a stopped one)
  *   fault_victim MODE DIR
  */
 #define _DEFAULT_SOURCE
@@ -34,6 +40,26 @@ int main(int argc, char **argv)
     }
     size_t big = 8u << 20, mid = 1u << 20;
     char *a = calloc(big, 1), *b = calloc(big, 1);
+    if (!strcmp(mode, "timed") || !strcmp(mode, "sleeper")) {
+        int sleeper = !strcmp(mode, "sleeper");
+        for (int round = 0; round < (sleeper ? 2 : 300); ++round) {
+            if (sleeper && me == np - 1) sleep(8);
+            if (sleeper) {  /* everyone waits in MPI for the last rank */
+                int x = me;
+                MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+                MPI_Sendrecv(a, (int)mid, MPI_BYTE, (me + 1) % np, 2, b, (int)mid, MPI_BYTE,
+                             (me - 1 + np) % np, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else {
+                MPI_Barrier(MPI_COMM_WORLD);
+                usleep(50000);
+            }
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        free(a);
+        free(b);
+        MPI_Finalize();
+        return 0;
+    }
     double t0 = MPI_Wtime();
     while (MPI_Wtime() - t0 < 120) {
         if (!strcmp(mode, "eager")) {
