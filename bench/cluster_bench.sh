@@ -5,7 +5,19 @@
 # ...), keeps the best of the repetitions, tears the cluster down, and holds
 # the shared bench lock (/tmp/rdrp-bench.lock) only while it measures.
 #
-#   bash bench/cluster_bench.sh [--component-path DIR] [--parts LIST] [--reps N] [--out DIR]
+#   bash bench/cluster_bench.sh [--component-path DIR] [--parts LIST] [--reps N] [--out DIR] [--rt]
+#
+# --rt: as in bench/suites.sh and bench/flood.sh, mpirun (and so the orteds it
+# starts) runs round-robin real-time at chrt -r 20 and the ranks at chrt -r 10,
+# so that other work on a shared machine cannot take the CPU from a
+# measurement -- but only for jobs whose ranks fit the cores: the "nodes" all
+# share this machine's cores, so that is the job's total rank count (np <=
+# nproc), not the ranks of one node.  More busy-polling real-time ranks than
+# cores would take turns in 100 ms round-robin slices (worse than the normal
+# scheduler) and starve the kernel's own network work.  Never SCHED_FIFO: a
+# FIFO rank polling for a message from a rank on the same core never yields.
+# With 2 cores: xhost and credit (np 2) run real-time, incast (np 5) and
+# throttle (np 4) do not.
 #
 # Parts (default all, in this order):
 #   xhost     2 nodes x 1 rank: latency, bandwidth, bidirectional bandwidth
@@ -35,12 +47,14 @@ COMP=$TOP/build/.libs
 PARTS=xhost,incast,throttle,credit
 REPS=2
 OUT=""
+RT=0
 while [ $# -gt 0 ]; do
     case $1 in
         --component-path) COMP=$2; shift 2 ;;
         --parts) PARTS=$2; shift 2 ;;
         --reps) REPS=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
+        --rt) RT=1; shift ;;
         -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "cluster_bench.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
@@ -77,11 +91,20 @@ up() {  # cluster.sh up arguments
     bash "$CL/cluster.sh" up --dir "$dir" "$@" >/dev/null || { dir=""; echo "cluster up failed" >&2; exit 1; }
     export RDRP_CLUSTER_DIR=$dir
 }
-run() {  # mpirun.sh arguments: one job, 300 s at most
-    timeout -k 5 300 bash "$CL/mpirun.sh" --allow-run-as-root --oversubscribe "$@" </dev/null
+# rt_fits NP: whether a job of NP ranks runs real-time (--rt and NP <= cores)
+rt_fits() { (( RT && $1 <= $(nproc) )); }
+run() {  # mpirun.sh arguments (with -np N): one job, 300 s at most; mpirun at chrt -r 20 when rt_fits N
+    local np=0 a pre=()
+    for a in "$@"; do [ "$np" = next ] && np=$a; [ "$a" = -np ] && np=next; done
+    rt_fits "$np" && pre=(chrt -r 20)
+    timeout -k 5 300 "${pre[@]}" bash "$CL/mpirun.sh" --allow-run-as-root --oversubscribe "$@" </dev/null
 }
+rank() { rt_fits "$1" && echo "chrt -r 10"; }   # rank NP: the prefix of the ranks' command
 # the bench lock, held while a part measures
-lock() { exec 8>/tmp/rdrp-bench.lock; flock 8; echo "# $(date -u +%H:%M:%S) lock taken; $(uptime)"; }
+lock() {
+    exec 8>/tmp/rdrp-bench.lock; flock 8
+    echo "# $(date -u +%H:%M:%S) lock taken; $(uptime)$( ((RT)) && echo "; --rt: jobs of <= $(nproc) ranks real-time")"
+}
 unlock() { echo "# $(date -u +%H:%M:%S) done; $(uptime)"; flock -u 8; exec 8>&-; }
 
 declare -A PML=(
@@ -108,17 +131,19 @@ XH_CFGS="ob1-tcp ucx rdrp ob1-credit"
 xhost_shape() {  # label rate|"" sizes
     local label=$1 rate=$2 sizes=$3 raw=$OUT/xhost.raw
     if [ -n "$rate" ]; then up --nodes 2 --rate "$rate" --queue 1000; else up --nodes 2; fi
+    lock   # per shape: each locked stretch stays under ~10 minutes
     for rep in $(seq 1 "$REPS"); do
         for c in $XH_CFGS; do
             # shellcheck disable=SC2086
-            run -np 2 ${PML[$c]} "$HERE/build/rdrp_bench" -t lat,bw,bibw --csv -z "$sizes" -W 16 -T 100 --stat best 2>&1 |
+            run -np 2 ${PML[$c]} $(rank 2) "$HERE/build/rdrp_bench" -t lat,bw,bibw --csv -z "$sizes" -W 16 -T 100 --stat best 2>&1 |
                 awk -F, -v l="$label" -v c="$c" -v r="$rep" '$1 ~ /^(lat|bw|bibw)$/ { print l, c, r, $1, $3, $4 }' >>"$raw"
             # shellcheck disable=SC2086
-            run -np 2 ${PML[$c]} "$HERE/build/flood" -n 50 -w 256 -b 4096 2>&1 |
+            run -np 2 ${PML[$c]} $(rank 2) "$HERE/build/flood" -n 50 -w 256 -b 4096 2>&1 |
                 awk -v l="$label" -v c="$c" -v r="$rep" '/^flood windows/ { for (i = 1; i <= NF; i++) if ($i == "time") t = $(i + 1)
                     print l, c, r, "flood", 4096, t }' >>"$raw"
         done
     done
+    unlock
     down
 }
 xhost_table() {  # label
@@ -141,10 +166,8 @@ xhost_table() {  # label
 }
 if part_on xhost; then
     echo "######## xhost: 2 nodes x 1 rank (lat us: lower is better; bw/bibw MB/s: higher; flood s: lower; best of $REPS)"
-    lock
     xhost_shape unshaped "" 8,16K,64K,1M,4M
     xhost_shape 2gbit 2gbit 8,64K,1M,4M
-    unlock
     for l in unshaped 2gbit; do
         echo "#### ports $l (ratios: rdrp / best of ob1-tcp and ucx; ob1-credit / ob1-tcp)"
         xhost_table $l
@@ -178,7 +201,7 @@ if part_on incast; then
             sampler=$!
             d0=$(tc -s qdisc show dev "$port" | awk '/dropped/ { gsub(",", ""); print $7; exit }')
             # shellcheck disable=SC2086
-            line=$(run -np 5 ${PML[$c]} "$HERE/build/incast" -d 4 -b 4194304 -w 4 2>&1 | grep '^incast')
+            line=$(run -np 5 ${PML[$c]} $(rank 5) "$HERE/build/incast" -d 4 -b 4194304 -w 4 2>&1 | grep '^incast')
             d1=$(tc -s qdisc show dev "$port" | awk '/dropped/ { gsub(",", ""); print $7; exit }')
             kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
             qs=$(awk '{ s += $1; if ($1 > m) m = $1 } END { printf "qmean_pkts=%.1f qmax_pkts=%d", NR ? s / NR : 0, m }' "$q")
@@ -209,23 +232,23 @@ fi
 if part_on throttle; then
     echo "######## throttle: 2 nodes x 2 ranks; alltoall us (lower is better), isend MB/s (higher); best of $REPS"
     raw=$OUT/throttle.raw
-    lock
     for shape in unshaped 2gbit; do
         if [ $shape = 2gbit ]; then up --nodes 2 --rate 2gbit --queue 1000; else up --nodes 2; fi
+        lock   # per shape: each locked stretch stays under ~10 minutes
         for rep in $(seq 1 "$REPS"); do
             for m in off rank node; do
                 run -np 4 --mca pml rdrp --mca coll_cdag_priority 100 --mca coll_cdag_throttle $m \
-                    "$HERE/build/coll_bench" lat -c alltoall -s 1024,65536,1048576 2>&1 |
+                    $(rank 4) "$HERE/build/coll_bench" lat -c alltoall -s 1024,65536,1048576 2>&1 |
                     awk -v s=$shape -v m=$m '$1 == "lat" { print s, "alltoall", m, $3, $4 }' >>"$raw"
                 # (throttle_isend pairs rank r with r + np/2: ppr:2:node puts the pairs on different nodes)
-                CLUSTER_MAP=ppr:2:node run -np 4 --mca pml rdrp --mca pml_rdrp_throttle $m "$HERE/build/throttle_isend" off \
+                CLUSTER_MAP=ppr:2:node run -np 4 --mca pml rdrp --mca pml_rdrp_throttle $m $(rank 4) "$HERE/build/throttle_isend" off \
                     -s 1024,16384,262144 -n 256 2>&1 |
                     awk -v s=$shape -v m=$m '$1 == "isend" { print s, "isend", m, $3, $4 }' >>"$raw"
             done
         done
+        unlock
         down
     done
-    unlock
     awk '{ k = $1 " " $2 " " $4; id = $3 SUBSEP k; v = $5 + 0; lower = ($2 == "alltoall")
            if (!(k in seen)) { seen[k] = 1; order[++n] = k }
            if (!(id in best) || (lower ? v < best[id] : v > best[id])) best[id] = v }
@@ -255,7 +278,7 @@ if part_on credit; then
             read -r n w b s <<<"$flood"
             for c in $CR_CFGS; do
                 # shellcheck disable=SC2086
-                run -np 2 ${CR[$c]} "$HERE/build/flood" -n $n -w $w -b $b -s $s 2>&1 | grep '^flood windows' |
+                run -np 2 ${CR[$c]} $(rank 2) "$HERE/build/flood" -n $n -w $w -b $b -s $s 2>&1 | grep '^flood windows' |
                     awk -v c=$c -v f="${n}x${w}x${b}B/s${s}" '{ for (i = 1; i <= NF; i++) { if ($i == "time") t = $(i + 1)
                         if ($i == "producer") p = $(i + 1); if ($i == "consumer") q = $(i + 1); if ($i == "mailbox_hwm") h = $(i + 1) }
                         print f, c, t, p, q, h }' >>"$raw"
