@@ -87,6 +87,7 @@ for f in "${confs[@]}"; do
         [ -n "$only" ] && ! grep -Eq -- "$only" <<<"$name" && continue
         echo "== cross-node: $name ($args), np $nps"
         out=$logs/$name.out
+        : >"$out"   # exists before tail opens it (the runner's redirection may come later)
         # (in the background and waited for, so that INT/TERM reach the trap at once)
         # shellcheck disable=SC2086
         bash "$top/test/mpi/run_mpi_tests.sh" --np "$nps" --only "$re" --label "$name" -- \
