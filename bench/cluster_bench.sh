@@ -29,7 +29,8 @@
 #             while a victim does 8-byte ping-pongs across the same port;
 #             victim round trip (mean/p99), receiver goodput, queue
 #             occupancy of the port (tc -s qdisc sampled every 0.1 s);
-#             pml rdrp vs pml ucx vs ob1/tcp
+#             pml rdrp vs pml ucx vs ob1/tcp, and pml rdrp with its window
+#             sized to the switch queue (rdrp-qwin)
 #   throttle  2 nodes x 2 ranks: coll/cdag alltoall (bench/coll_bench.c) with
 #             coll_cdag_throttle off/rank/node and many-isend floods
 #             (bench/throttle_isend.c) with pml_rdrp_throttle off/rank/node,
@@ -185,7 +186,11 @@ if part_on xhost; then
 fi
 
 # ------------------------------------------------------------ incast (issue 16, RDRP seed)
-IC_CFGS="rdrp ucx ob1-tcp"
+# rdrp-qwin: pml rdrp with its receiver-driven window sized to the switch
+# queue (the seed's premise): 8 receives in flight x (4 KiB first chunk + one
+# 4 KiB chunk outstanding) = 64 KiB, under the 64-packet (96 KB) queue
+IC_CFGS="rdrp rdrp-qwin ucx ob1-tcp"
+PML[rdrp-qwin]="--mca pml rdrp --mca pml_rdrp_chunk_size 4096 --mca pml_rdrp_rndv_first_chunk 4096 --mca pml_rdrp_max_outstanding 1"
 if part_on incast; then
     echo "######## incast: 2 senders -> receiver behind 200 Mbit/s, 64-packet queue; victim across the same port (best of $REPS by victim mean)"
     raw=$OUT/incast.raw
@@ -214,10 +219,10 @@ if part_on incast; then
     awk -v cfgs="$IC_CFGS" '
         { c = $1; for (i = 3; i <= NF; i++) if (split($i, kv, "=") == 2) v[kv[1]] = kv[2]
           if (!(c in best) || v["mean"] < bm[c]) { bm[c] = v["mean"]; best[c] = v["mean"] " " v["p50"] " " v["p99"] " " v["max"] " " v["goodput_MBps"] " " v["qmean_pkts"] " " v["qmax_pkts"] " " v["drops"] } }
-        END { printf "%-8s %10s %10s %10s %10s %12s %9s %9s %8s\n", "pml", "mean_us", "p50_us", "p99_us", "max_us", "goodput_MB/s", "q_mean", "q_max", "drops"
+        END { printf "%-9s %10s %10s %10s %10s %12s %9s %9s %8s\n", "pml", "mean_us", "p50_us", "p99_us", "max_us", "goodput_MB/s", "q_mean", "q_max", "drops"
               n = split(cfgs, C, " ")
               for (i = 1; i <= n; i++) { split(best[C[i]], b, " ")
-                  printf "%-8s %10.1f %10.1f %10.1f %10.1f %12.1f %9.1f %9d %8d\n", C[i], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8] } }' "$raw" |
+                  printf "%-9s %10.1f %10.1f %10.1f %10.1f %12.1f %9.1f %9d %8d\n", C[i], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8] } }' "$raw" |
         tee "$OUT/incast.txt"
     awk 'NR > 1 { print $1, $2, $4 }' "$OUT/incast.txt" >"$OUT/incast.dat"
     {
