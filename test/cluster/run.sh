@@ -183,10 +183,16 @@ fault_test() {  # name inject-function pml-args...
     fi
 }
 kill_rank_on_node2() {
-    local p
-    p=$(for q in $(node_procs node2); do [ "$(cat /proc/$q/comm 2>/dev/null)" = cluster_stream ] && echo "$q"; done | head -1)
-    echo "    | kill -9 $p (a rank on node2)"
-    kill -KILL "$p"
+    # (a few tries: once, at load ~16, the lookup found no rank on node2
+    # although the job streamed, and "kill -9 ''" left the job running)
+    local p="" i
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        p=$(for q in $(node_procs node2); do [ "$(cat /proc/$q/comm 2>/dev/null)" = cluster_stream ] && echo "$q"; done | head -1)
+        [ -n "$p" ] && break
+        sleep 0.5
+    done
+    echo "    | kill -9 ${p:-(no rank of the job found on node2)} (a rank on node2)"
+    [ -n "$p" ] && kill -KILL "$p"
 }
 node2_port_down() {
     echo "    | switch port of node2 down"
