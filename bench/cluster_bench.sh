@@ -5,7 +5,22 @@
 # ...), keeps the best of the repetitions, tears the cluster down, and holds
 # the shared bench lock (/tmp/rdrp-bench.lock) only while it measures.
 #
-#   bash bench/cluster_bench.sh [--component-path DIR] [--parts LIST] [--reps N] [--out DIR]
+#   bash bench/cluster_bench.sh [--component-path DIR] [--parts LIST] [--reps N] [--out DIR] [--rt] [--replot]
+#
+# --replot: measure nothing; rebuild the tables and plots of the parts from
+# the <part>.raw files already in --out (e.g. after a change to a plot).
+#
+# --rt: as in bench/suites.sh and bench/flood.sh, mpirun (and so the orteds it
+# starts) runs round-robin real-time at chrt -r 20 and the ranks at chrt -r 10,
+# so that other work on a shared machine cannot take the CPU from a
+# measurement -- but only for jobs whose ranks fit the cores: the "nodes" all
+# share this machine's cores, so that is the job's total rank count (np <=
+# nproc), not the ranks of one node.  More busy-polling real-time ranks than
+# cores would take turns in 100 ms round-robin slices (worse than the normal
+# scheduler) and starve the kernel's own network work.  Never SCHED_FIFO: a
+# FIFO rank polling for a message from a rank on the same core never yields.
+# With 2 cores: xhost and credit (np 2) run real-time, incast (np 5) and
+# throttle (np 4) do not.
 #
 # Parts (default all, in this order):
 #   xhost     2 nodes x 1 rank: latency, bandwidth, bidirectional bandwidth
@@ -17,7 +32,9 @@
 #             while a victim does 8-byte ping-pongs across the same port;
 #             victim round trip (mean/p99), receiver goodput, queue
 #             occupancy of the port (tc -s qdisc sampled every 0.1 s);
-#             pml rdrp vs pml ucx vs ob1/tcp
+#             pml rdrp vs pml ucx vs ob1/tcp, pml rdrp with its window
+#             sized to the switch queue (rdrp-qwin), and the victim without
+#             the incast (idle: senders send 8 bytes)
 #   throttle  2 nodes x 2 ranks: coll/cdag alltoall (bench/coll_bench.c) with
 #             coll_cdag_throttle off/rank/node and many-isend floods
 #             (bench/throttle_isend.c) with pml_rdrp_throttle off/rank/node,
@@ -26,7 +43,8 @@
 #             credits (pml rdrp and btl credit): time, peak RSS, mailbox
 #             high-water mark
 # Output: DIR (default bench/results/cluster-<date>) with <part>.raw (every
-# run), <part>.txt (the tables) and PNG plots; the tables are printed too.
+# run), <part>.txt (the tables) and PNG plots (xhost-*.png, incast.png,
+# throttle.png, credit.png); the tables are printed too.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/.." && pwd)
@@ -35,12 +53,15 @@ COMP=$TOP/build/.libs
 PARTS=xhost,incast,throttle,credit
 REPS=2
 OUT=""
+RT=0 REPLOT=0
 while [ $# -gt 0 ]; do
     case $1 in
         --component-path) COMP=$2; shift 2 ;;
         --parts) PARTS=$2; shift 2 ;;
         --reps) REPS=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
+        --rt) RT=1; shift ;;
+        --replot) REPLOT=1; shift ;;
         -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "cluster_bench.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
@@ -77,11 +98,20 @@ up() {  # cluster.sh up arguments
     bash "$CL/cluster.sh" up --dir "$dir" "$@" >/dev/null || { dir=""; echo "cluster up failed" >&2; exit 1; }
     export RDRP_CLUSTER_DIR=$dir
 }
-run() {  # mpirun.sh arguments: one job, 300 s at most
-    timeout -k 5 300 bash "$CL/mpirun.sh" --allow-run-as-root --oversubscribe "$@" </dev/null
+# rt_fits NP: whether a job of NP ranks runs real-time (--rt and NP <= cores)
+rt_fits() { (( RT && $1 <= $(nproc) )); }
+run() {  # mpirun.sh arguments (with -np N): one job, 300 s at most; mpirun at chrt -r 20 when rt_fits N
+    local np=0 a pre=()
+    for a in "$@"; do [ "$np" = next ] && np=$a; [ "$a" = -np ] && np=next; done
+    rt_fits "$np" && pre=(chrt -r 20)
+    timeout -k 5 300 "${pre[@]}" bash "$CL/mpirun.sh" --allow-run-as-root --oversubscribe "$@" </dev/null
 }
+rank() { rt_fits "$1" && echo "chrt -r 10"; }   # rank NP: the prefix of the ranks' command
 # the bench lock, held while a part measures
-lock() { exec 8>/tmp/rdrp-bench.lock; flock 8; echo "# $(date -u +%H:%M:%S) lock taken; $(uptime)"; }
+lock() {
+    exec 8>/tmp/rdrp-bench.lock; flock 8
+    echo "# $(date -u +%H:%M:%S) lock taken; $(uptime)$( ((RT)) && echo "; --rt: jobs of <= $(nproc) ranks real-time")"
+}
 unlock() { echo "# $(date -u +%H:%M:%S) done; $(uptime)"; flock -u 8; exec 8>&-; }
 
 declare -A PML=(
@@ -108,17 +138,19 @@ XH_CFGS="ob1-tcp ucx rdrp ob1-credit"
 xhost_shape() {  # label rate|"" sizes
     local label=$1 rate=$2 sizes=$3 raw=$OUT/xhost.raw
     if [ -n "$rate" ]; then up --nodes 2 --rate "$rate" --queue 1000; else up --nodes 2; fi
+    lock   # per shape: each locked stretch stays under ~10 minutes
     for rep in $(seq 1 "$REPS"); do
         for c in $XH_CFGS; do
             # shellcheck disable=SC2086
-            run -np 2 ${PML[$c]} "$HERE/build/rdrp_bench" -t lat,bw,bibw --csv -z "$sizes" -W 16 -T 100 --stat best 2>&1 |
+            run -np 2 ${PML[$c]} $(rank 2) "$HERE/build/rdrp_bench" -t lat,bw,bibw --csv -z "$sizes" -W 16 -T 100 --stat best 2>&1 |
                 awk -F, -v l="$label" -v c="$c" -v r="$rep" '$1 ~ /^(lat|bw|bibw)$/ { print l, c, r, $1, $3, $4 }' >>"$raw"
             # shellcheck disable=SC2086
-            run -np 2 ${PML[$c]} "$HERE/build/flood" -n 50 -w 256 -b 4096 2>&1 |
+            run -np 2 ${PML[$c]} $(rank 2) "$HERE/build/flood" -n 50 -w 256 -b 4096 2>&1 |
                 awk -v l="$label" -v c="$c" -v r="$rep" '/^flood windows/ { for (i = 1; i <= NF; i++) if ($i == "time") t = $(i + 1)
                     print l, c, r, "flood", 4096, t }' >>"$raw"
         done
     done
+    unlock
     down
 }
 xhost_table() {  # label
@@ -141,10 +173,10 @@ xhost_table() {  # label
 }
 if part_on xhost; then
     echo "######## xhost: 2 nodes x 1 rank (lat us: lower is better; bw/bibw MB/s: higher; flood s: lower; best of $REPS)"
-    lock
-    xhost_shape unshaped "" 8,16K,64K,1M,4M
-    xhost_shape 2gbit 2gbit 8,64K,1M,4M
-    unlock
+    if ((!REPLOT)); then
+        xhost_shape unshaped "" 8,16K,64K,1M,4M
+        xhost_shape 2gbit 2gbit 8,64K,1M,4M
+    fi
     for l in unshaped 2gbit; do
         echo "#### ports $l (ratios: rdrp / best of ob1-tcp and ucx; ob1-credit / ob1-tcp)"
         xhost_table $l
@@ -162,39 +194,53 @@ if part_on xhost; then
 fi
 
 # ------------------------------------------------------------ incast (issue 16, RDRP seed)
-IC_CFGS="rdrp ucx ob1-tcp"
+# rdrp-qwin: pml rdrp with its receiver-driven window sized to the switch
+# queue (the seed's premise): 8 receives in flight x (4 KiB first chunk + one
+# 4 KiB chunk outstanding) = 64 KiB, under the 64-packet (96 KB) queue.  On
+# the rma data path: on the am path (auto's choice for a TCP peer) the sender
+# streams every chunk as a UCX active message and chunks below UCX's own
+# rendezvous threshold arrive eagerly, so the receiver's window bounds nothing
+# (measured: same drops and queue as plain rdrp).
+# idle: the same 5 ranks with 8-byte messages instead of 4 MiB ones -- what
+# the victim's round trip is without the incast (CPU scheduling alone).
+IC_CFGS="rdrp rdrp-qwin ucx ob1-tcp idle"
+PML[rdrp-qwin]="--mca pml rdrp --mca pml_rdrp_data_path rma --mca pml_rdrp_chunk_size 4096 --mca pml_rdrp_rndv_first_chunk 4096 --mca pml_rdrp_max_outstanding 1"
+PML[idle]="--mca pml rdrp"
 if part_on incast; then
     echo "######## incast: 2 senders -> receiver behind 200 Mbit/s, 64-packet queue; victim across the same port (best of $REPS by victim mean)"
     raw=$OUT/incast.raw
-    up --nodes 4
-    bash "$CL/cluster.sh" shape "$dir" node1 200mbit 64
-    port=$(awk '$1 == "node1" { print $4 }' "$dir/nodes")
-    lock
-    for rep in $(seq 1 "$REPS"); do
-        for c in $IC_CFGS; do
-            q=$OUT/incast-q.$c.$rep
-            : >"$q"
-            ( while :; do tc -s qdisc show dev "$port" | awk '/backlog/ { print $3; exit }' | tr -d p >>"$q"; sleep 0.1; done ) &
-            sampler=$!
-            d0=$(tc -s qdisc show dev "$port" | awk '/dropped/ { gsub(",", ""); print $7; exit }')
-            # shellcheck disable=SC2086
-            line=$(run -np 5 ${PML[$c]} "$HERE/build/incast" -d 4 -b 4194304 -w 4 2>&1 | grep '^incast')
-            d1=$(tc -s qdisc show dev "$port" | awk '/dropped/ { gsub(",", ""); print $7; exit }')
-            kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
-            qs=$(awk '{ s += $1; if ($1 > m) m = $1 } END { printf "qmean_pkts=%.1f qmax_pkts=%d", NR ? s / NR : 0, m }' "$q")
-            rm -f "$q"
-            echo "$c $rep $line $qs drops=$((d1 - d0))" | tee -a "$raw"
+    if ((!REPLOT)); then
+        up --nodes 4
+        bash "$CL/cluster.sh" shape "$dir" node1 200mbit 64
+        port=$(awk '$1 == "node1" { print $4 }' "$dir/nodes")
+        lock
+        for rep in $(seq 1 "$REPS"); do
+            for c in $IC_CFGS; do
+                q=$OUT/incast-q.$c.$rep
+                : >"$q"
+                ( while :; do tc -s qdisc show dev "$port" | awk '/backlog/ { print $3; exit }' | tr -d p >>"$q"; sleep 0.1; done ) &
+                sampler=$!
+                d0=$(tc -s qdisc show dev "$port" | awk '/dropped/ { gsub(",", ""); print $7; exit }')
+                # shellcheck disable=SC2086
+                size=4194304; [ "$c" = idle ] && size=8
+                line=$(run -np 5 ${PML[$c]} $(rank 5) "$HERE/build/incast" -d 4 -b $size -w 4 2>&1 | grep '^incast')
+                d1=$(tc -s qdisc show dev "$port" | awk '/dropped/ { gsub(",", ""); print $7; exit }')
+                kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+                qs=$(awk '{ s += $1; if ($1 > m) m = $1 } END { printf "qmean_pkts=%.1f qmax_pkts=%d", NR ? s / NR : 0, m }' "$q")
+                rm -f "$q"
+                echo "$c $rep $line $qs drops=$((d1 - d0))" | tee -a "$raw"
+            done
         done
-    done
-    unlock
-    down
+        unlock
+        down
+    fi
     awk -v cfgs="$IC_CFGS" '
         { c = $1; for (i = 3; i <= NF; i++) if (split($i, kv, "=") == 2) v[kv[1]] = kv[2]
           if (!(c in best) || v["mean"] < bm[c]) { bm[c] = v["mean"]; best[c] = v["mean"] " " v["p50"] " " v["p99"] " " v["max"] " " v["goodput_MBps"] " " v["qmean_pkts"] " " v["qmax_pkts"] " " v["drops"] } }
-        END { printf "%-8s %10s %10s %10s %10s %12s %9s %9s %8s\n", "pml", "mean_us", "p50_us", "p99_us", "max_us", "goodput_MB/s", "q_mean", "q_max", "drops"
+        END { printf "%-9s %10s %10s %10s %10s %12s %9s %9s %8s\n", "pml", "mean_us", "p50_us", "p99_us", "max_us", "goodput_MB/s", "q_mean", "q_max", "drops"
               n = split(cfgs, C, " ")
               for (i = 1; i <= n; i++) { split(best[C[i]], b, " ")
-                  printf "%-8s %10.1f %10.1f %10.1f %10.1f %12.1f %9.1f %9d %8d\n", C[i], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8] } }' "$raw" |
+                  printf "%-9s %10.1f %10.1f %10.1f %10.1f %12.1f %9.1f %9d %8d\n", C[i], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8] } }' "$raw" |
         tee "$OUT/incast.txt"
     awk 'NR > 1 { print $1, $2, $4 }' "$OUT/incast.txt" >"$OUT/incast.dat"
     {
@@ -209,23 +255,25 @@ fi
 if part_on throttle; then
     echo "######## throttle: 2 nodes x 2 ranks; alltoall us (lower is better), isend MB/s (higher); best of $REPS"
     raw=$OUT/throttle.raw
-    lock
-    for shape in unshaped 2gbit; do
-        if [ $shape = 2gbit ]; then up --nodes 2 --rate 2gbit --queue 1000; else up --nodes 2; fi
-        for rep in $(seq 1 "$REPS"); do
-            for m in off rank node; do
-                run -np 4 --mca pml rdrp --mca coll_cdag_priority 100 --mca coll_cdag_throttle $m \
-                    "$HERE/build/coll_bench" lat -c alltoall -s 1024,65536,1048576 2>&1 |
-                    awk -v s=$shape -v m=$m '$1 == "lat" { print s, "alltoall", m, $3, $4 }' >>"$raw"
-                # (throttle_isend pairs rank r with r + np/2: ppr:2:node puts the pairs on different nodes)
-                CLUSTER_MAP=ppr:2:node run -np 4 --mca pml rdrp --mca pml_rdrp_throttle $m "$HERE/build/throttle_isend" off \
-                    -s 1024,16384,262144 -n 256 2>&1 |
-                    awk -v s=$shape -v m=$m '$1 == "isend" { print s, "isend", m, $3, $4 }' >>"$raw"
+    if ((!REPLOT)); then
+        for shape in unshaped 2gbit; do
+            if [ $shape = 2gbit ]; then up --nodes 2 --rate 2gbit --queue 1000; else up --nodes 2; fi
+            lock   # per shape: each locked stretch stays under ~10 minutes
+            for rep in $(seq 1 "$REPS"); do
+                for m in off rank node; do
+                    run -np 4 --mca pml rdrp --mca coll_cdag_priority 100 --mca coll_cdag_throttle $m \
+                        $(rank 4) "$HERE/build/coll_bench" lat -c alltoall -s 1024,65536,1048576 2>&1 |
+                        awk -v s=$shape -v m=$m '$1 == "lat" { print s, "alltoall", m, $3, $4 }' >>"$raw"
+                    # (throttle_isend pairs rank r with r + np/2: ppr:2:node puts the pairs on different nodes)
+                    CLUSTER_MAP=ppr:2:node run -np 4 --mca pml rdrp --mca pml_rdrp_throttle $m $(rank 4) "$HERE/build/throttle_isend" off \
+                        -s 1024,16384,262144 -n 256 2>&1 |
+                        awk -v s=$shape -v m=$m '$1 == "isend" { print s, "isend", m, $3, $4 }' >>"$raw"
+                done
             done
+            unlock
+            down
         done
-        down
-    done
-    unlock
+    fi
     awk '{ k = $1 " " $2 " " $4; id = $3 SUBSEP k; v = $5 + 0; lower = ($2 == "alltoall")
            if (!(k in seen)) { seen[k] = 1; order[++n] = k }
            if (!(id in best) || (lower ? v < best[id] : v > best[id])) best[id] = v }
@@ -234,6 +282,17 @@ if part_on throttle; then
                    r = best["rank" SUBSEP order[i]]; d = best["node" SUBSEP order[i]]
                    printf "%-9s %-9s %9s %10.1f %10.1f %10.1f %9.2f %9.2f\n", p[1], p[2], p[3], o, r, d, o ? r / o : 0, o ? d / o : 0 } }' "$raw" |
         tee "$OUT/throttle.txt"
+    # the ratios to "off" per row: below 1 for alltoall and above 1 for isend are gains
+    awk 'NR > 1 { printf "%s/%s/%s %s %s\n", $1 == "unshaped" ? "u" : "2g", $2 == "alltoall" ? "a2a" : "isend", $3, $7, $8 }' \
+        "$OUT/throttle.txt" | sed 's|/1024 | 1K |; s|/16384 | 16K |; s|/65536 | 64K |; s|/262144 | 256K |; s|/1048576 | 1M |' |
+        awk '{ print $1 "/" $2, $3, $4 }' >"$OUT/throttle.dat"
+    {
+        echo "set terminal png size 1000,520; set output '$OUT/throttle.png'"
+        echo "set title 'token throttling across 2 nodes x 2 ranks: time or rate relative to throttle off (u = unshaped, 2g = 2 Gbit/s)'"
+        echo "set ylabel 'ratio to off (a2a time: < 1 gains; isend rate: > 1 gains)'; set logscale y; set grid y; set xtics rotate by -45"
+        echo "set style data histograms; set style histogram clustered; set style fill solid 0.7"
+        echo "plot '$OUT/throttle.dat' using 2:xtic(1) title 'rank / off', '' using 3 title 'node / off', 1 with lines lc rgb 'black' notitle"
+    } | gnuplot 2>/dev/null || echo "# gnuplot failed for throttle.png"
 fi
 
 # ------------------------------------------------------------ credit (thesis)
@@ -248,22 +307,24 @@ declare -A CR=(
 if part_on credit; then
     echo "######## credit: eager floods over TCP, 2 nodes x 1 rank (time s: best of $REPS; RSS KiB: largest seen)"
     raw=$OUT/credit.raw
-    up --nodes 2
-    lock
-    for rep in $(seq 1 "$REPS"); do
-        for flood in "500 64 16 0" "500 64 1024 0" "200 64 1024 200"; do
-            read -r n w b s <<<"$flood"
-            for c in $CR_CFGS; do
-                # shellcheck disable=SC2086
-                run -np 2 ${CR[$c]} "$HERE/build/flood" -n $n -w $w -b $b -s $s 2>&1 | grep '^flood windows' |
-                    awk -v c=$c -v f="${n}x${w}x${b}B/s${s}" '{ for (i = 1; i <= NF; i++) { if ($i == "time") t = $(i + 1)
-                        if ($i == "producer") p = $(i + 1); if ($i == "consumer") q = $(i + 1); if ($i == "mailbox_hwm") h = $(i + 1) }
-                        print f, c, t, p, q, h }' >>"$raw"
+    if ((!REPLOT)); then
+        up --nodes 2
+        lock
+        for rep in $(seq 1 "$REPS"); do
+            for flood in "500 64 16 0" "500 64 1024 0" "200 64 1024 200"; do
+                read -r n w b s <<<"$flood"
+                for c in $CR_CFGS; do
+                    # shellcheck disable=SC2086
+                    run -np 2 ${CR[$c]} $(rank 2) "$HERE/build/flood" -n $n -w $w -b $b -s $s 2>&1 | grep '^flood windows' |
+                        awk -v c=$c -v f="${n}x${w}x${b}B/s${s}" '{ for (i = 1; i <= NF; i++) { if ($i == "time") t = $(i + 1)
+                            if ($i == "producer") p = $(i + 1); if ($i == "consumer") q = $(i + 1); if ($i == "mailbox_hwm") h = $(i + 1) }
+                            print f, c, t, p, q, h }' >>"$raw"
+                done
             done
         done
-    done
-    unlock
-    down
+        unlock
+        down
+    fi
     awk -v cfgs="$CR_CFGS" '
         { k = $1; id = $2 SUBSEP k; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
           if (!(id in t) || $3 < t[id]) t[id] = $3
@@ -274,5 +335,19 @@ if part_on credit; then
                   for (i = 1; i <= nc; i++) { id = C[i] SUBSEP order[j]
                       printf "%-22s %-15s %8.3f %8.2f %12d %12d %11s\n", order[j], C[i], t[id], o ? t[id] / o : 0, p[id], q[id], (C[i] ~ /^rdrp/ ? h[id] : "-") } } }' "$raw" |
         tee "$OUT/credit.txt"
+    # time per flood and configuration, and the consumer's peak RSS
+    awk -v cfgs="$CR_CFGS" 'NR > 1 { t[$1 SUBSEP $2] = $3; r[$1 SUBSEP $2] = $6; if (!($1 in seen)) { seen[$1] = 1; o[++n] = $1 } }
+        END { nc = split(cfgs, C, " "); for (j = 1; j <= n; j++) { printf "%s", o[j]
+              for (i = 1; i <= nc; i++) printf " %s", t[o[j] SUBSEP C[i]]; for (i = 1; i <= nc; i++) printf " %s", r[o[j] SUBSEP C[i]]; print "" } }' \
+        "$OUT/credit.txt" >"$OUT/credit.dat"
+    {
+        echo "set terminal png size 1000,480; set output '$OUT/credit.png'; set multiplot layout 1,2"
+        echo "set style data histograms; set style histogram clustered; set style fill solid 0.7; set grid y; set key top left font ',8'; set xtics rotate by -20 font ',8'"
+        echo "set title 'eager floods over TCP: time (s)'; set yrange [0:*]"
+        echo "plot for [i=2:6] '$OUT/credit.dat' using i:xtic(1) title word('$CR_CFGS', i - 1)"
+        echo "set title 'consumer peak RSS (MiB)'"
+        echo "plot for [i=7:11] '$OUT/credit.dat' using (column(i) / 1024):xtic(1) title word('$CR_CFGS', i - 6)"
+        echo "unset multiplot"
+    } | gnuplot 2>/dev/null || echo "# gnuplot failed for credit.png"
 fi
 echo "# results in $OUT"

@@ -22,6 +22,16 @@ void fatal_status(const char *what, ucs_status_t st)
     mca_pml_rdrp_fatal("send-failed", what, ucs_status_string(st));
 }
 
+void fatal_peer_status(const Endpoint *ep, const char *what, ucs_status_t st)
+{
+    if (ep && ep->proc) {
+        std::string why = std::string(ucs_status_string(st)) + " (" + what + ")";
+        mca_pml_rdrp_fatal("peer-failed", OPAL_NAME_PRINT(ep->proc->super.proc_name), why.c_str());
+        return;
+    }
+    fatal_status(what, st);
+}
+
 void bad_header(const char *what, uint64_t value)
 {
     std::string v = "(value " + std::to_string(value) + ")";

@@ -238,6 +238,11 @@ static inline CommState *comm_state(uint32_t cid)
     return cid < g.comms.size() ? g.comms[cid] : nullptr;
 }
 void fatal_status(const char *what, ucs_status_t st);
+/* A UCX operation with peer ep failed: "peer-failed" naming the peer (the
+ * peer most likely died: across nodes a send to a killed rank fails with
+ * "Connection reset by remote peer", often before the endpoint's error
+ * handler runs), or fatal_status when no peer is known. */
+void fatal_peer_status(const Endpoint *ep, const char *what, ucs_status_t st);
 
 /* pml_rdrp_send.cc */
 int  send_start(Request *r);

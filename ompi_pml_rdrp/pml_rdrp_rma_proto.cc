@@ -90,7 +90,7 @@ static void get_part_done(void *request, ucs_status_t status, void *user_data)
 {
     Request *r = static_cast<Request *>(user_data);
     ucp_request_free(request);
-    if (status != UCS_OK) fatal_status("rendezvous GET", status);
+    if (status != UCS_OK) fatal_peer_status(r->ep, "rendezvous GET", status);
     --r->inflight;  /* poll_receives() completes the receive */
 }
 
@@ -108,7 +108,7 @@ static void get_whole_done(void *request, ucs_status_t status, void *user_data)
 {
     Request *r = static_cast<Request *>(user_data);
     ucp_request_free(request);
-    if (status != UCS_OK) fatal_status("rendezvous GET", status);
+    if (status != UCS_OK) fatal_peer_status(r->ep, "rendezvous GET", status);
     rndv_send_fin(r);
     rndv_recv_finish(r);
 }

@@ -48,7 +48,7 @@ static void get_done_cb(void *request, ucs_status_t status, void *user_data)
     Ctrl *c = static_cast<Ctrl *>(user_data);
     Request *r = c->req;
     ucp_request_free(request);
-    if (status != UCS_OK) fatal_status("rendezvous GET", status);
+    if (status != UCS_OK) fatal_peer_status(r->ep, "rendezvous GET", status);
     r->received += c->len;
     r->inflight_bytes -= c->len;
     --r->inflight;
@@ -99,12 +99,7 @@ static void chunk_recv_done(void *request, ucs_status_t status, size_t length, v
  * only "rendezvous chunk receive Input/output error"). */
 static void chunk_failed(const Request *r, ucs_status_t status)
 {
-    if (r->ep && r->ep->proc) {
-        std::string why = std::string(ucs_status_string(status)) + " (rendezvous chunk receive)";
-        mca_pml_rdrp_fatal("peer-failed", OPAL_NAME_PRINT(r->ep->proc->super.proc_name), why.c_str());
-        return;
-    }
-    fatal_status("rendezvous chunk receive", status);
+    fatal_peer_status(r->ep, "rendezvous chunk receive", status);
 }
 
 /* Accept one chunk now: pull it with UCX's zero-copy rendezvous. */
@@ -268,7 +263,7 @@ static void chunk_sent_cb(void *request, ucs_status_t status, void *user_data)
     Ctrl *c = static_cast<Ctrl *>(user_data);
     Request *r = c->req;
     if (request) ucp_request_free(request);
-    if (status != UCS_OK) fatal_status("rendezvous chunk send", status);
+    if (status != UCS_OK) fatal_peer_status(r->ep, "rendezvous chunk send", status);
     ctrl_release(c);
     --r->inflight;
     stream_chunks(r);

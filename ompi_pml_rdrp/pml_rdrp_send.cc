@@ -27,7 +27,7 @@ void send_ucx_cb(void *request, ucs_status_t status, void *user_data)
     Request *r = static_cast<Request *>(user_data);
     if (request) ucp_request_free(request);  /* NULL: it left a ring's backlog */
     if (r->thr_held) throttle_release(r);  /* its eager message or RTS has left */
-    if (status != UCS_OK) fatal_status("send completion", status);
+    if (status != UCS_OK) fatal_peer_status(r->ep, "send completion", status);
     --r->ucx_pending;
     send_check_complete(r);
 }

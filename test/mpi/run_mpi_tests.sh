@@ -190,10 +190,12 @@ for t in "${tests[@]}"; do
                     reason="timeout: mpirun did not exit within ${limit}s after the peer died"
                 elif [ $rc = 0 ]; then
                     reason="mpirun exited 0 although a rank was killed"
-                # mpirun's own notice, or our components' peer-failed message,
-                # which names the dead peer (across nodes it can stop the job
-                # before mpirun's notice is printed)
-                elif ! grep -Eqi 'exited on signal|noticed that process|detected that one or more processes exited|lost its connection to a peer' "$log"; then
+                # mpirun's own report of the death, or the component's: across
+                # nodes the survivor sees the connection go and aborts the job
+                # before the dead rank's daemon reports, so mpirun prints only
+                # that -- pml/rdrp "lost its connection to a peer" (naming it),
+                # btl/credit "... The peer process most likely died"
+                elif ! grep -Eqi 'exited on signal|noticed that process|detected that one or more processes exited|lost its connection to a peer|peer process most likely died' "$log"; then
                     reason="exit code $rc but no message naming the failure"
                 fi
                 ;;
