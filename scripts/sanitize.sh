@@ -25,8 +25,9 @@ modes=()
 configs="rdrp rdrp-credit-tiny rdrp-get rdrp-put btl-credit coll-cdag"
 np=""
 # the coll/cdag schedule sweep (pure computation, 1..64 ranks in the
-# ordinary run) to 16 ranks: at 64 it takes hours under these tools
-sweep=${RDRP_CDAG_SWEEP_RANKS:-16}
+# ordinary run) to 16 ranks: at 64 it takes hours under these tools (also
+# in the unit tests test/run_all.sh runs before the MPI tests)
+export RDRP_CDAG_SWEEP_RANKS=${RDRP_CDAG_SWEEP_RANKS:-16}
 while [ $# -gt 0 ]; do
     case $1 in
         asan|valgrind|tsan) modes+=("$1"); shift ;;
@@ -79,7 +80,7 @@ for m in "${modes[@]}"; do
         if ! build_tree "$dir" --enable-asan --enable-ubsan; then result FAIL "asan: build"; continue; fi
         export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1
         export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-        RDRP_CDAG_SWEEP_RANKS=$sweep unit_run asan-unit "$dir/test/unit/rdrp_unit_tests"
+        unit_run asan-unit "$dir/test/unit/rdrp_unit_tests"
         for t in pml_wire btl_wire cdag_wire shm_ring credit_engine; do
             if nice -n 19 make -C "$dir" -s "test/fuzz/replay_$t" >/dev/null 2>&1 &&
                 nice -n 19 "$dir/test/fuzz/replay_$t" "$top/test/fuzz/corpus/$t" >/dev/null 2>"$dir/replay-$t.err"; then
@@ -112,7 +113,7 @@ for m in "${modes[@]}"; do
         echo "== valgrind memcheck of the unit tests ($build)"
         nice -n 19 make -C "$build" -s test/unit/rdrp_unit_tests >/dev/null 2>&1 || { result FAIL "valgrind: build"; continue; }
         log=$build/valgrind-unit.log
-        RDRP_CDAG_SWEEP_RANKS=$sweep nice -n 19 valgrind --tool=memcheck --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+        nice -n 19 valgrind --tool=memcheck --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
             --track-fds=no --trace-children=no --child-silent-after-fork=yes \
             "$build/test/unit/rdrp_unit_tests" --gtest_color=no >"$build/valgrind-unit.out" 2>"$log"
         rc=$?
