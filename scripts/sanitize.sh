@@ -101,7 +101,7 @@ for m in "${modes[@]}"; do
         unset MPITEST_MPIRUN_DEFAULTS
         grep -E '^FAIL' "$out" | head -20
         line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
-        errs=$(grep -c -E 'ERROR: AddressSanitizer|runtime error:' "$dir"/test-mpi/*.log "$out" 2>/dev/null | awk -F: '{s+=$NF} END {print s+0}')
+        errs=$(grep -c -E 'ERROR: AddressSanitizer|runtime error:' "$dir"/test-mpi/logs/*.log "$out" 2>/dev/null | awk -F: '{s+=$NF} END {print s+0}')
         if [ -n "$line" ] && [ "$(echo "$line" | cut -d' ' -f3)" = 0 ] && [ "$errs" = 0 ]; then
             result PASS "asan-mpi: $line, 0 sanitizer reports"
         else
