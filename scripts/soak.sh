@@ -3,18 +3,24 @@
 # wildcard and probed receives, derived datatypes, every send mode,
 # cancel; every byte checksummed, per-(source, tag, communicator) order and
 # sent = received checked) under each configuration below, at each process
-# count, for a given time.  One line per run, then "N passed, N failed".
+# count, for a given time or message count.  One line per run (messages,
+# bytes, errors, seconds), then "N passed, N failed".
 #
-#   scripts/soak.sh [--seconds S] [--np "2 3 4"] [--configs "LIST"] [--ci] [--list]
+#   scripts/soak.sh [--seconds S] [--messages N] [--timeout S] [--np "2 3 4"] [--configs "LIST"] [--ci] [--list]
 #
-# --seconds: per run (default 600); --ci: 20 s each of rdrp, rdrp-tiny and
+# --seconds: per run (default 600, or no limit with --messages);
+# --messages: stop a run once N messages were sent over the job (whichever
+# of the two comes first); --ci: 20 s each of rdrp, rdrp-tiny and
 # ob1-credit at np 3 (about a minute).  Runs niced, against the components
 # of ./build (RDRP_BUILD_DIR).  A run fails on any error the program
-# reports, a non-zero exit, or a hang (S + 180 s).
+# reports, a non-zero exit, or a hang (killed after S + 180 s, or after
+# --timeout S).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${RDRP_BUILD_DIR:-$top/build}
-seconds=600
+seconds=""
+messages=""
+limit=""
 nps="2 3 4"
 sel=""
 declare -A cfg=(
@@ -34,15 +40,26 @@ order="rdrp rdrp-get rdrp-put rdrp-am rdrp-rma rdrp-noshm rdrp-tiny rdrp-credit-
 while [ $# -gt 0 ]; do
     case $1 in
         --seconds) seconds=$2; shift 2 ;;
+        --messages) messages=$2; shift 2 ;;
+        --timeout) limit=$2; shift 2 ;;
         --np) nps=$2; shift 2 ;;
         --configs) sel=$2; shift 2 ;;
         --ci) seconds=20; nps=3; sel="rdrp rdrp-tiny ob1-credit"; shift ;;
         --list) for c in $order; do echo "$c: ${cfg[$c]}"; done; exit 0 ;;
-        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)"; exit 2 ;;
     esac
 done
 [ -n "$sel" ] || sel=$order
+if [ -z "$seconds" ]; then
+    if [ -n "$messages" ]; then seconds=1000000; else seconds=600; fi
+fi
+stop=(--seconds "$seconds")
+[ -n "$messages" ] && stop+=(--messages "$messages")
+if [ -z "$limit" ]; then
+    limit=$((seconds + 180))
+    [ -n "$messages" ] && [ "$limit" -gt 7200 ] && limit=7200
+fi
 export OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$build/.libs"
 export OMPI_MCA_mpi_yield_when_idle=1
 mkdir -p "$build/soak"
@@ -61,8 +78,8 @@ for c in $sel; do
         seed=$((seed + 1))
         start=$(date +%s)
         # shellcheck disable=SC2086
-        timeout -k 10 $((seconds + 180)) nice -n 19 mpirun --allow-run-as-root --oversubscribe -np "$n" ${cfg[$c]} \
-            "$bin" --seconds "$seconds" --seed "$seed" >"$log" 2>&1
+        timeout -k 10 "$limit" nice -n 19 mpirun --allow-run-as-root --oversubscribe -np "$n" ${cfg[$c]} \
+            "$bin" "${stop[@]}" --seed "$seed" >"$log" 2>&1
         rc=$?
         secs=$(( $(date +%s) - start ))
         line=$(grep '^soak: ' "$log" | tail -1)
@@ -71,7 +88,7 @@ for c in $sel; do
             pass=$((pass + 1))
         else
             tail -15 "$log"
-            [ $rc -eq 124 ] && line="hang: killed after $((seconds + 180)) s"
+            [ $rc -eq 124 ] && line="hang: killed after $limit s"
             echo "FAIL soak $c np=$n (${secs}s, exit $rc): ${line:-no result} (seed $seed, log $log)"
             fail=$((fail + 1))
         fi
