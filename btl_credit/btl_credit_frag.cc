@@ -20,7 +20,9 @@ static size_t small_cap() { return g.payload_cap < kSmallFrag ? g.payload_cap : 
 Frag *frag_get(size_t need)
 {
     Lock lock;
-    const bool small = need <= small_cap();
+    /* one pool when a slot is no larger than a small buffer: the pool a
+     * descriptor returns to follows from its cap (frag_recycle) */
+    const bool small = need <= small_cap() && small_cap() < g.payload_cap;
     std::vector<Frag *> &pool = small ? g.frag_pool : g.big_frag_pool;
     if (!pool.empty()) {
         Frag *f = pool.back();
