@@ -57,6 +57,42 @@ extern "C" {
 
 const char *rdrp_ucx_last_error(void) { return g_last_error.c_str(); }
 
+int rdrp_ucx_user_set_mm_rx_grow(void)
+{
+    return std::getenv("UCX_SYSV_RX_BUFS_GROW") || std::getenv("UCX_POSIX_RX_BUFS_GROW") ||
+           std::getenv("UCX_MM_RX_BUFS_GROW");
+}
+
+/* Whether UCX_TLS (NULL: not set) lets UCX open a memory-map transport
+ * (posix or sysv).  A cached UCP setting that no transport takes makes UCX
+ * warn "invalid configuration" at worker creation, so MM_RX_BUFS_GROW is set
+ * only where one of them may open.  Aliases as in UCX 1.13's ucp_context.c:
+ * "sm" and "shm" stand for posix, sysv, xpmem, cma and knem; "mm" for
+ * posix, sysv and xpmem. */
+int rdrp_ucx_want_mm_rx_grow(const char *tls, int user_set)
+{
+    if (user_set) return 0;
+    if (!tls || !*tls) return 1;
+    bool negate = tls[0] == '^';
+    std::string list(tls + (negate ? 1 : 0));
+    bool posix = false, sysv = false, all = false;
+    size_t pos = 0;
+    while (pos <= list.size()) {
+        size_t end = list.find(',', pos);
+        if (end == std::string::npos) end = list.size();
+        std::string name = list.substr(pos, end - pos);
+        /* "posix:aux" style suffixes name the same transport */
+        size_t colon = name.find(':');
+        if (colon != std::string::npos) name.resize(colon);
+        if (name == "all") all = true;
+        if (name == "posix" || name == "sm" || name == "shm" || name == "mm") posix = true;
+        if (name == "sysv" || name == "sm" || name == "shm" || name == "mm") sysv = true;
+        pos = end + 1;
+    }
+    if (negate) return !(posix && sysv);
+    return all || posix || sysv;
+}
+
 int rdrp_ucx_context_acquire(const rdrp_ucx_context_params_t *params)
 {
     std::lock_guard<std::mutex> g(g_ctx_lock);
@@ -64,20 +100,28 @@ int rdrp_ucx_context_acquire(const rdrp_ucx_context_params_t *params)
         ++g_ctx_refs;
         return 0;
     }
-    /* UCX's shared-memory transports start with 512 receive buffers of
-     * 8 KiB each per worker (4 MiB resident, measured), where a few dozen
-     * serve our traffic: pml/rdrp talks to peers on its node through rings
-     * of its own.  Grow them in small steps instead, unless the user chose
-     * otherwise.  (ucp_config_modify rejects these transport variables in
-     * UCX 1.13, so they go through the environment, which UCX reads when
-     * it opens each transport.) */
-    setenv("UCX_SYSV_RX_BUFS_GROW", "32", 0);
-    setenv("UCX_POSIX_RX_BUFS_GROW", "32", 0);
     ucp_config_t *config;
     ucs_status_t st = ucp_config_read("MPI", nullptr, &config);
     if (st != UCS_OK) {
         set_error("ucp_config_read", st);
         return -1;
+    }
+    /* UCX's shared-memory transports start with 512 receive buffers of
+     * 8 KiB each per worker (4 MiB resident, measured), where a few dozen
+     * serve our traffic: pml/rdrp talks to peers on its node through rings
+     * of its own.  Grow them in small steps instead, unless the user chose
+     * otherwise.  This goes through the UCP configuration, which UCX applies
+     * to each transport's configuration when it opens it -- never through
+     * setenv(): the PMIx and UCX threads read the environment with getenv()
+     * meanwhile, and glibc's setenv() may free the array they are reading
+     * (a crash in getenv in 1 run of ~1000). */
+    if (rdrp_ucx_want_mm_rx_grow(std::getenv("UCX_TLS"), rdrp_ucx_user_set_mm_rx_grow())) {
+        st = ucp_config_modify(config, "MM_RX_BUFS_GROW", "32");
+        if (st != UCS_OK) {
+            set_error("ucp_config_modify(MM_RX_BUFS_GROW)", st);
+            ucp_config_release(config);
+            return -1;
+        }
     }
     ucp_params_t p;
     std::memset(&p, 0, sizeof(p));

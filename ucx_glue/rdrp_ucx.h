@@ -36,6 +36,14 @@ void         rdrp_ucx_context_release(void);
 ucp_context_h rdrp_ucx_context(void);
 const char  *rdrp_ucx_last_error(void);
 
+/* The context sets UCX's MM_RX_BUFS_GROW (shared-memory receive buffers grow
+ * by 32, not 512) through its UCP configuration, never through the
+ * environment.  Exposed for the unit tests: whether the user set it
+ * (UCX_{SYSV,POSIX,MM}_RX_BUFS_GROW), and whether to set it given UCX_TLS
+ * (NULL when unset) -- only where a posix or sysv transport may open. */
+int          rdrp_ucx_user_set_mm_rx_grow(void);
+int          rdrp_ucx_want_mm_rx_grow(const char *ucx_tls, int user_set);
+
 /* ------------------------------------------------------------ worker */
 typedef struct rdrp_ucx_worker rdrp_ucx_worker_t;
 

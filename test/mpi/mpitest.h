@@ -378,17 +378,46 @@ static inline void mt_setup(const char *name)
     }
 }
 
+/* MPI_Init must not add UCX_* variables to the environment: setenv() while
+ * the PMIx and UCX threads read the environment with getenv() is a data race
+ * (glibc reallocates environ), which crashed 1 run in ~1000 in CI.  Count the
+ * UCX_* entries before MPI_Init and check after it. */
+extern char **environ;
+static inline int mt_env_ucx_count(void)
+{
+    int n = 0;
+    for (char **e = environ; e && *e; e++)
+        n += strncmp(*e, "UCX_", 4) == 0;
+    return n;
+}
+
+static inline void mt_check_env_unchanged(int before)
+{
+    int after = mt_env_ucx_count();
+    if (after != before) {
+        for (char **e = environ; e && *e; e++)
+            if (strncmp(*e, "UCX_", 4) == 0)
+                fprintf(stderr, "[rank %d] %s: environment after MPI_Init: %s\n", mt_rank, mt_name, *e);
+    }
+    CHECK(after == before, "MPI_Init changed the number of UCX_* environment variables (%d -> %d)",
+          before, after);
+}
+
 static inline void mt_init(int *argc, char ***argv, const char *name)
 {
+    int env_before = mt_env_ucx_count();
     MPI_Init(argc, argv);
     mt_setup(name);
+    mt_check_env_unchanged(env_before);
 }
 
 static inline int mt_init_thread(int *argc, char ***argv, int required, const char *name)
 {
     int provided = -1;
+    int env_before = mt_env_ucx_count();
     MPI_Init_thread(argc, argv, required, &provided);
     mt_setup(name);
+    mt_check_env_unchanged(env_before);
     return provided;
 }
 

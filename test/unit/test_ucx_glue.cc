@@ -443,6 +443,46 @@ TEST(UcxGlueContext, AcquireReleaseRefcount)
     EXPECT_EQ(rdrp_ucx_context(), nullptr);
 }
 
+/* The context must not write the environment: other threads (PMIx's, UCX's)
+ * call getenv() meanwhile, and setenv() may free the array they read. */
+static int count_ucx_env()
+{
+    int n = 0;
+    for (char **e = environ; e && *e; e++) n += std::strncmp(*e, "UCX_", 4) == 0;
+    return n;
+}
+
+TEST(UcxGlueContext, AcquireLeavesEnvironmentAlone)
+{
+    const int before = count_ucx_env();
+    char **const env_array = environ;
+    ASSERT_EQ(rdrp_ucx_context_acquire(nullptr), 0) << rdrp_ucx_last_error();
+    rdrp_ucx_worker_t *w = rdrp_ucx_worker_create(0, nullptr, nullptr);
+    ASSERT_NE(w, nullptr) << rdrp_ucx_last_error();
+    EXPECT_EQ(count_ucx_env(), before) << "context or worker creation added UCX_* variables";
+    EXPECT_EQ(environ, env_array) << "the environment array was reallocated";
+    rdrp_ucx_worker_destroy(w, 1.0);
+    rdrp_ucx_context_release();
+}
+
+TEST(UcxGlueContext, MmRxGrowOnlyWhereAnMmTransportMayOpen)
+{
+    struct Case {
+        const char *tls;
+        int want;
+    } cases[] = {
+        {nullptr, 1},        {"", 1},           {"all", 1},        {"posix", 1},
+        {"sysv,self", 1},    {"sm,self", 1},    {"shm", 1},        {"mm", 1},
+        {"tcp,self", 0},     {"self", 0},       {"tcp,cma", 0},    {"^posix", 1},
+        {"^sysv", 1},        {"^posix,sysv", 0}, {"^sm", 0},       {"^shm,tcp", 0},
+        {"^mm", 0},          {"^tcp", 1},       {"tcp,posix:aux", 1},
+    };
+    for (const Case &c : cases) {
+        EXPECT_EQ(rdrp_ucx_want_mm_rx_grow(c.tls, 0), c.want) << "UCX_TLS=" << (c.tls ? c.tls : "(unset)");
+        EXPECT_EQ(rdrp_ucx_want_mm_rx_grow(c.tls, 1), 0) << "the user's own setting wins";
+    }
+}
+
 /* ================================================================ workers */
 TEST_F(UcxContext, WorkerCreateAddressThreadMode)
 {
