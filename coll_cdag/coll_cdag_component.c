@@ -343,7 +343,12 @@ static int cdag_open(void)
     cdag_glue_config_t cfg;
     memset(&cfg, 0, sizeof(cfg));
     cfg.thread = p->progress;
-    cfg.mpi_threads = 1;  /* the thread level is not known yet at open: lock to be safe */
+    /* MPI_Init sets the thread level before it opens the coll framework
+     * (ompi_mpi_init: ompi_mpi_thread_level, then the framework opens), so
+     * it is known here.  Below MPI_THREAD_MULTIPLE and without the engine
+     * thread, one thread at a time calls us: no lock, and a single-threaded
+     * UCX worker (the locks cost about 160 instructions per poll) */
+    cfg.mpi_threads = ompi_mpi_thread_multiple ? 1 : 0;
     cfg.local_ranks = (int)opal_process_info.num_local_peers + 1;
     cfg.local_rank = (int)opal_process_info.my_local_rank;
     if (strcmp(throttle_value, "rank") == 0) cfg.throttle_mode = CDAG_THROTTLE_RANK;
