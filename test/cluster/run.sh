@@ -62,13 +62,25 @@ logs=$build/cluster-logs
 mkdir -p "$logs" "$TEST_BUILD_DIR"
 
 dir=$(mktemp -d /tmp/rdrp-cluster.XXXXXX)
+# Every way out -- the end, a failure, Ctrl-C (INT), TERM, HUP -- goes through
+# the EXIT trap: stop the test runner (and the ranks it started: they run in
+# the nodes, and "cluster.sh down" kills everything in or entering them),
+# then tear the cluster down and say if anything was left.
 teardown() {
+    trap - EXIT INT TERM HUP   # once, also when a second Ctrl-C comes
+    local id=""
+    [ -f "$dir/id" ] && id=$(cat "$dir/id")
     [ -n "${runner:-}" ] && kill -TERM "$runner" 2>/dev/null
     [ -n "${stream_pid:-}" ] && kill -KILL "$stream_pid" 2>/dev/null
     bash "$here/cluster.sh" down "$dir"
+    if [ -n "$id" ] && ! left=$(bash "$here/cluster.sh" leftovers "$id" "$dir"); then
+        echo "run.sh: left behind after teardown: $(echo $left)" >&2
+    fi
 }
 trap teardown EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 pass=0 fail=0
 result() {  # ok|fail name [reason]
     if [ "$1" = ok ]; then echo "PASS $2"; pass=$((pass + 1))
@@ -217,8 +229,10 @@ fi
 # ------------------------------------------------------------ teardown
 trap - EXIT
 id=$(cat "$dir/id")
-teardown
-if left=$(bash "$here/cluster.sh" leftovers "$id"); then result ok "teardown leaves nothing"
+teardown 2>/dev/null
+# no namespace, link or lock file of this cluster, and no process of it
+# anywhere (which also frees the nodes' private /dev/shm and tmp mounts)
+if left=$(bash "$here/cluster.sh" leftovers "$id" "$dir"); then result ok "teardown leaves nothing"
 else result fail "teardown leaves nothing" "$(echo $left)"; fi
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
