@@ -101,6 +101,10 @@ export MPIRUN="$here/mpirun.sh"
 echo "== cluster: 2 nodes in $dir, subnet $(cat "$dir/subnet")"
 
 # ------------------------------------------------------------ the MPI suite
+# first the clock that limits each test (run_mpi_tests.sh --load-aware)
+chk=$(bash "$top/test/mpi/runner_load_aware_check.sh" 2>&1 | tail -1)
+echo "$chk"
+case $chk in PASS*) pass=$((pass + 1)) ;; *) fail=$((fail + 1)) ;; esac
 confs=("$here/ci.conf")
 [ $ci = 1 ] || confs+=("$here/full.conf")
 for f in "${confs[@]}"; do
