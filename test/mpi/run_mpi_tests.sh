@@ -146,14 +146,27 @@ descendants() {
 # waits for nothing; one that busy-polls waits for what it does not get of
 # the CPU.  Sets job_wait_ns.
 declare -A qwait qrun qest qpend
+clk_tck=$(getconf CLK_TCK 2> /dev/null || echo 100)
 charge_stretch() {  # pid stretch_ns
-    local p w r line st d
+    local p w r line st d up_cs
+    { read -r up_cs _ < /proc/uptime; } 2> /dev/null
+    up_cs=${up_cs/./}; up_cs=$((10#$up_cs))   # centiseconds since boot
     for p in $1 $(descendants "$1"); do
         { read -r r w _ < "/proc/$p/schedstat" && read -r line < "/proc/$p/stat"; } 2> /dev/null || continue
         st=${line##*) }
         st=${st%% *}
         if [ -z "${qwait[$p]:-}" ]; then
-            qest[$p]=$w qpend[$p]=0             # new: all its wait so far
+            # new: its reported wait, and if it is runnable now, all of its
+            # life that it did not run as waiting too (the kernel has not
+            # reported the current wait yet; counting a sleep before it as
+            # waiting only makes the clock lenient, the ceiling still holds)
+            qest[$p]=$w qpend[$p]=0
+            if [ "$st" = R ]; then
+                set -- "$1" "$2" ${line##*) }
+                d=$(( (up_cs - ${22} * 100 / clk_tck) * 10000000 - r ))   # $22 = field 22: start, in ticks
+                [ $d -gt "$w" ] && qpend[$p]=$((d - w)) qest[$p]=$d
+                set -- "$1" "$2"
+            fi
         elif [ "$st" = R ] && [ "$r" = "${qrun[$p]}" ]; then
             qest[$p]=$((qest[$p] + $2))         # runnable and not run: waiting
             qpend[$p]=$((qpend[$p] + $2))
