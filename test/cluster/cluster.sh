@@ -28,8 +28,9 @@
 #   cluster.sh qdisc DIR NODE               tc -s qdisc of the switch port towards NODE
 #   cluster.sh down DIR                     tear down: processes of the nodes,
 #       holders, namespaces, veths, bridge, state.  Idempotent.
-#   cluster.sh leftovers [ID]               list anything cluster ID (default:
-#       any cluster) left behind; exit 1 if something is left
+#   cluster.sh leftovers [ID [DIR]]         list anything cluster ID (default:
+#       any cluster) left behind; exit 1 if something is left.  With DIR (the
+#       state directory it had), also its processes, wherever they run
 #
 # Names: netns and links are "rdc<ID>..." (ID = 1..250, the first free one),
 # the subnet is 10.231.<ID>.0/24, node I has 10.231.<ID>.I and the interface
@@ -241,6 +242,11 @@ cmd_down() {
         pids=$(procs_of_cluster "$dir" | grep -vxF -f <(awk '{print $2}' "$dir/nodes") || true)
         # shellcheck disable=SC2086
         [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+        # and any of the cluster's processes outside its namespaces (a
+        # mpirun.sh or rsh agent still entering one)
+        pids=$(procs_by_dir "$dir" | awk '{print $1}' | grep -vxF -f <(awk '{print $2}' "$dir/nodes") || true)
+        # shellcheck disable=SC2086
+        [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
         awk '{print $2}' "$dir/nodes" | xargs -r kill -KILL 2>/dev/null
         local ns port
         while read -r _ _ _ port ns; do
@@ -260,11 +266,39 @@ cmd_down() {
     return 0
 }
 
-cmd_leftovers() {  # [id]
-    local left=0 id=${1:-[0-9]+}
+# processes of the cluster whose state directory is DIR, found without its
+# namespaces (which "down" has already deleted; a process still inside one
+# keeps it alive but invisible to "ip netns pids"): every process the
+# cluster starts has DIR/nodeI in its command line (the holders) or
+# TMPDIR=DIR/nodeI/tmp in its environment (cmd_exec and the rsh agent set it:
+# mpirun, orteds, ranks, whatever runs in a node).  Not RDRP_CLUSTER_DIR:
+# the scripts driving the cluster export it too, and would kill themselves.
+# Prints "pid comm" per process.
+procs_by_dir() {  # dir
+    # (one grep each over all of /proc, not a few processes per pid: that
+    # took a minute at load 29; "nod[e]" keeps grep from finding its own
+    # command line)
+    local d
+    d=$(sed 's/[][\\.*^$]/\\&/g' <<<"$1")
+    { grep -lszx "TMPDIR=$d/nod[e][0-9]*/tmp" /proc/[0-9]*/environ
+      grep -lsa "$d/nod[e]" /proc/[0-9]*/cmdline; } 2>/dev/null |
+        awk -F/ -v me=$$ -v sub_=$BASHPID '$3 != me && $3 != sub_ && !seen[$3]++ { print $3 }' |
+        while read -r pid; do echo "$pid $(cat "/proc/$pid/comm" 2>/dev/null)"; done
+}
+
+cmd_leftovers() {  # [id [dir]]
+    local left=0 id=${1:-[0-9]+} procs
     ip netns list 2>/dev/null | grep -E "^rdc${id}n" && left=1
     ip -o link 2>/dev/null | grep -oE "rdc${id}(br|p[0-9]+)" && left=1
     ls /run/rdrp-cluster.* 2>/dev/null | grep -E "\.${id}\$" && left=1
+    if [ -n "${2:-}" ]; then
+        # a node's /dev/shm and tmp are tmpfs mounts private to its mount
+        # namespace: they are freed when its last process is gone, so no
+        # process left also means no segment left
+        procs=$(procs_by_dir "$2")
+        [ -n "$procs" ] && { echo "processes: $procs"; left=1; }
+        [ -e "$2" ] && { echo "state directory $2"; left=1; }
+    fi
     return $left
 }
 

@@ -8,6 +8,13 @@
 #   --only REGEX   run only the tests whose name matches REGEX (grep -E)
 #   --timeout S    per-run time limit in seconds (default 120); a hang fails.
 #                  abort_* tests are limited to 30 s regardless.
+#   --load-aware   count only the time the job was not waiting for a CPU
+#                  towards the limit (run-queue wait from /proc/PID/schedstat),
+#                  up to 6x the limit in wall time (RDRP_TEST_TIMEOUT_CEILING
+#                  sets the factor); for shared machines where
+#                  niced runs are starved for minutes.  The tests' wall-clock
+#                  watchdog is then replaced by SIGALRM from the runner at
+#                  the limit.
 #   --label NAME   label printed on every result line (default: the value of
 #                  "--mca pml X" in the extra args, else "default")
 #   --list         print the test names and exit
@@ -39,6 +46,8 @@ only=""
 tmo=120
 label=""
 list=0
+load_aware=0
+ceiling=${RDRP_TEST_TIMEOUT_CEILING:-6}
 
 usage() { sed -n '2,/^$/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
@@ -53,6 +62,7 @@ while [ $# -gt 0 ]; do
         --label) label=$2; shift 2 ;;
         --label=*) label=${1#*=}; shift ;;
         --list) list=1; shift ;;
+        --load-aware) load_aware=1; shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; break ;;
         *) echo "run_mpi_tests.sh: unknown argument '$1' (extra mpirun args go after --)" >&2
@@ -124,17 +134,89 @@ descendants() {
                   for (p in parent) if (parent[p] == q[i]) { q[n++] = p; print p } }'
 }
 
-# run "$@" with output to $log, limit $limit seconds; sets rc, timed_out
+# --load-aware: how long the job has waited for a CPU.  Every ~1 s it reads
+# each of the job's processes' run-queue wait and run time (the second and
+# first fields of /proc/PID/schedstat, ns).  The kernel adds a wait to that
+# sum only when the process gets the CPU again, in lumps of seconds under
+# load, so a process that is runnable (state R) and has not run since the
+# last look is counted as waiting for the whole stretch at once, and the
+# lump, when it comes, only for what was not counted yet.  The job's wait
+# is the largest of its processes' (a job is held up as soon as one of its
+# ranks cannot run); exited processes keep theirs.  A hung job that sleeps
+# waits for nothing; one that busy-polls waits for what it does not get of
+# the CPU.  Sets job_wait_ns.
+declare -A qwait qrun qest qpend
+clk_tck=$(getconf CLK_TCK 2> /dev/null || echo 100)
+charge_stretch() {  # pid stretch_ns
+    local p w r line st d up_cs
+    { read -r up_cs _ < /proc/uptime; } 2> /dev/null
+    up_cs=${up_cs/./}; up_cs=$((10#$up_cs))   # centiseconds since boot
+    for p in $1 $(descendants "$1"); do
+        { read -r r w _ < "/proc/$p/schedstat" && read -r line < "/proc/$p/stat"; } 2> /dev/null || continue
+        st=${line##*) }
+        st=${st%% *}
+        if [ -z "${qwait[$p]:-}" ]; then
+            # new: its reported wait, and if it is runnable now, all of its
+            # life that it did not run as waiting too (the kernel has not
+            # reported the current wait yet; counting a sleep before it as
+            # waiting only makes the clock lenient, the ceiling still holds)
+            qest[$p]=$w qpend[$p]=0
+            if [ "$st" = R ]; then
+                set -- "$1" "$2" ${line##*) }
+                d=$(( (up_cs - ${22} * 100 / clk_tck) * 10000000 - r ))   # $22 = field 22: start, in ticks
+                [ $d -gt "$w" ] && qpend[$p]=$((d - w)) qest[$p]=$d
+                set -- "$1" "$2"
+            fi
+        elif [ "$st" = R ] && [ "$r" = "${qrun[$p]}" ]; then
+            qest[$p]=$((qest[$p] + $2))         # runnable and not run: waiting
+            qpend[$p]=$((qpend[$p] + $2))
+        else
+            d=$((w - qwait[$p] - qpend[$p]))    # the reported wait not yet counted
+            if [ $d -ge 0 ]; then qest[$p]=$((qest[$p] + d)) qpend[$p]=0
+            else qpend[$p]=$((-d)); fi
+        fi
+        qwait[$p]=$w qrun[$p]=$r
+        [ "${qest[$p]}" -gt "$job_wait_ns" ] && job_wait_ns=${qest[$p]}
+    done
+}
+
+# run "$@" with output to $log, limit $limit seconds; sets rc, timed_out,
+# timeout_note.  With --load-aware the limit counts only the time the job
+# was not waiting for a CPU (charge_stretch), up to a wall-clock ceiling of
+# $ceiling times the limit, so that a starved machine slows the clock
+# instead of failing tests that run, and a hang still ends.
 run_limited() {
     local limit=$1; shift
-    local start_ns=$(date +%s%N) pid kids
+    local start_ns=$(date +%s%N) pid kids now last_ns over
     "$@" < /dev/null > "$log" 2>&1 &
     pid=$!
-    timed_out=0
+    timed_out=0 timeout_note="" job_wait_ns=0 last_ns=$start_ns
+    qwait=() qrun=() qest=() qpend=()
     while kill -0 "$pid" 2> /dev/null; do
-        if [ $(( ($(date +%s%N) - start_ns) / 1000000000 )) -ge "$limit" ]; then
+        now=$(date +%s%N)
+        over=0
+        if [ $load_aware = 1 ]; then
+            if [ $((now - last_ns)) -ge 1000000000 ]; then
+                charge_stretch "$pid" $((now - last_ns))
+                last_ns=$now
+            fi
+            [ $(( (now - start_ns - job_wait_ns) / 1000000000 )) -ge "$limit" ] && over=1
+            [ $(( (now - start_ns) / 1000000000 )) -ge $((limit * ceiling)) ] && over=1
+        else
+            [ $(( (now - start_ns) / 1000000000 )) -ge "$limit" ] && over=1
+        fi
+        if [ $over = 1 ]; then
             timed_out=1
             kids=$(descendants "$pid")
+            if [ $load_aware = 1 ]; then
+                timeout_note=" (load-aware: $(( (now - start_ns - job_wait_ns) / 1000000000 ))s not waiting for a CPU in $(( (now - start_ns) / 1000000000 ))s)"
+                # the tests' own watchdog (MPITEST_TIMEOUT, a wall-clock
+                # alarm, off in this mode) says where each rank is stuck
+                # shellcheck disable=SC2086
+                [ -n "$kids" ] && ps -o pid=,comm= -p $(echo $kids | tr ' ' ,) 2> /dev/null |
+                    awk -v b="${bin##*/}" '$2 == substr(b, 1, 15) { print $1 }' | xargs -r kill -ALRM 2> /dev/null
+                sleep 2
+            fi
             kill -TERM "$pid" 2> /dev/null
             for _ in 1 2 3 4 5 6 7 8 9 10; do
                 kill -0 "$pid" 2> /dev/null || break
@@ -179,6 +261,7 @@ for t in "${tests[@]}"; do
         wd=$(( limit > 20 ? limit - 10 : limit - 2 ))
         [ $wd -lt 1 ] && wd=1
         case $t in abort_*) wd=0 ;; esac
+        [ $load_aware = 1 ] && wd=0
         start=$(date +%s%N)
         run_limited "$limit" "$MPIRUN" --allow-run-as-root --oversubscribe "${defaults[@]}" \
             "${extra[@]}" -x MPITEST_TIMEOUT=$wd -np "$np" "$bin"
@@ -187,7 +270,7 @@ for t in "${tests[@]}"; do
         case $t in
             abort_*)
                 if [ $timed_out = 1 ]; then
-                    reason="timeout: mpirun did not exit within ${limit}s after the peer died"
+                    reason="timeout: mpirun did not exit within ${limit}s after the peer died$timeout_note"
                 elif [ $rc = 0 ]; then
                     reason="mpirun exited 0 although a rank was killed"
                 # mpirun's own report of the death, or the component's: across
@@ -201,7 +284,7 @@ for t in "${tests[@]}"; do
                 ;;
             *)
                 if [ $timed_out = 1 ]; then
-                    reason="timeout after ${limit}s"
+                    reason="timeout after ${limit}s$timeout_note"
                 elif [ $rc != 0 ]; then
                     reason="exit code $rc"
                 elif grep -q 'was not returned to mpool' "$log"; then
