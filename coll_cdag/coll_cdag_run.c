@@ -21,6 +21,10 @@ static int active_init = 0;
  * (and finish) one request, or one could unlink what another walks
  * (mt_coll_threads crashed in progress with 4 threads per rank). */
 static opal_mutex_t active_lock = OPAL_MUTEX_STATIC_INIT;
+/* requests on the list, changed under active_lock, read without it by the
+ * progress fast path (atomically: a plain read of the list raced with
+ * activate() in another thread, ThreadSanitizer, mt_coll_threads) */
+static int nactive = 0;
 
 /* Finished requests kept for the next call (no allocation per call once
  * warm); a lock, since MPI_THREAD_MULTIPLE callers may share it. */
@@ -41,7 +45,7 @@ static mca_coll_cdag_request_t *request_get(void)
         request_reset(r);
         return r;
     }
-    ++cdag_glue_stats.allocations;
+    __atomic_fetch_add(&cdag_glue_stats.allocations, 1, __ATOMIC_RELAXED);  /* any thread */
     return OBJ_NEW(mca_coll_cdag_request_t);
 }
 
@@ -60,7 +64,7 @@ static void request_put(mca_coll_cdag_request_t *r)
  * arrays), counted for coll_cdag_allocations */
 static void *call_malloc(size_t n)
 {
-    ++cdag_glue_stats.allocations;
+    __atomic_fetch_add(&cdag_glue_stats.allocations, 1, __ATOMIC_RELAXED);  /* any thread */
     return malloc(n ? n : 1);
 }
 
@@ -281,6 +285,13 @@ static void request_destroy(mca_coll_cdag_request_t *r)
 static int request_free(ompi_request_t **req)
 {
     mca_coll_cdag_request_t *r = (mca_coll_cdag_request_t *)*req;
+    /* Called once the request completed, seen by the waiter in libmpi
+     * through a plain read and a fence; this acquire pairs with the
+     * completing thread's exchange in ompi_request_complete, so what
+     * request_finish wrote before it (active, status) is ordered before
+     * our reads and the reuse that follows (ThreadSanitizer reported
+     * request_free/destroy/reset against request_finish in another thread) */
+    (void)__atomic_load_n(&r->nbc.super.req_complete, __ATOMIC_ACQUIRE);
     if (r->active) {
         r->freed = 1;  /* completes on its own; released then */
     } else {
@@ -339,13 +350,14 @@ static void activate(mca_coll_cdag_request_t *r)
     }
     r->active = 1;
     opal_list_append(&active_requests, &r->active_item);
+    __atomic_store_n(&nactive, nactive + 1, __ATOMIC_RELEASE);
     OPAL_THREAD_UNLOCK(&active_lock);
 }
 
 int mca_coll_cdag_progress(void)
 {
     int n = cdag_glue_progress();
-    if (!active_init || opal_list_is_empty(&active_requests)) return n;
+    if (__atomic_load_n(&nactive, __ATOMIC_ACQUIRE) == 0) return n;
     /* collect first: completing may start or free other requests */
     mca_coll_cdag_request_t *done[64];
     int rcs[64], nd = 0;
@@ -358,6 +370,7 @@ int mca_coll_cdag_progress(void)
         int rc = cdag_glue_op_test(r->op);
         if (rc != 0) {
             opal_list_remove_item(&active_requests, it);
+            __atomic_store_n(&nactive, nactive - 1, __ATOMIC_RELEASE);
             done[nd] = r;
             rcs[nd++] = rc;
         }
@@ -749,5 +762,6 @@ void mca_coll_cdag_run_fini(void)
     if (active_init) {
         OBJ_DESTRUCT(&active_requests);
         active_init = 0;
+        __atomic_store_n(&nactive, 0, __ATOMIC_RELEASE);
     }
 }
