@@ -6,7 +6,9 @@
 #             configurations in --configs with libasan+libubsan preloaded
 #             into every rank (Open MPI is not rebuilt).
 #   valgrind  the unit tests of the ordinary build under valgrind memcheck:
-#             0 errors and no definite leaks required.
+#             0 errors and no definite leaks required.  --quick: only the
+#             engines' pure tests (wire checks, credit, matching, shm ring,
+#             parameters, peer watch; well under a minute: CI).
 #   tsan      configure --enable-tsan in build-tsan/: the unit tests of the
 #             engines that take locks or share memory between threads or
 #             processes (throttle, credit, shm ring, ucx_glue, cdag
@@ -18,7 +20,7 @@
 #             fails its test (TSan exit code 66) and is counted.
 # One line per check, then "N passed, N failed".  Everything runs niced.
 #
-#   scripts/sanitize.sh [asan|valgrind|tsan]... [--configs "LIST"] [--np "LIST"]
+#   scripts/sanitize.sh [asan|valgrind|tsan]... [--quick] [--configs "LIST"] [--np "LIST"]
 #
 # Leak detection in MPI ranks is off (detect_leaks=0): Open MPI 4.1.4 and
 # UCX 1.13 leave their own allocations at exit (not ours to fix, and an
@@ -30,6 +32,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 modes=()
 configs="rdrp rdrp-credit-tiny rdrp-get rdrp-put btl-credit coll-cdag"
 np=""
+quick=0
 # the coll/cdag schedule sweep (pure computation, 1..64 ranks in the
 # ordinary run) to 16 ranks: at 64 it takes hours under these tools (also
 # in the unit tests test/run_all.sh runs before the MPI tests)
@@ -39,6 +42,7 @@ while [ $# -gt 0 ]; do
         asan|valgrind|tsan) modes+=("$1"); shift ;;
         --configs) configs=$2; shift 2 ;;
         --np) np=$2; shift 2 ;;
+        --quick) quick=1; shift ;;
         -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)"; exit 2 ;;
     esac
@@ -119,9 +123,11 @@ for m in "${modes[@]}"; do
         echo "== valgrind memcheck of the unit tests ($build)"
         nice -n 19 make -C "$build" -s test/unit/rdrp_unit_tests >/dev/null 2>&1 || { result FAIL "valgrind: build"; continue; }
         log=$build/valgrind-unit.log
+        vg_filter=()
+        [ $quick = 1 ] && vg_filter=(--gtest_filter='WireCheck*:Credit*:Match*:ShmRing*:ParamCheck*:PeerWatch*')
         nice -n 19 valgrind --tool=memcheck --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
             --track-fds=no --trace-children=no --child-silent-after-fork=yes \
-            "$build/test/unit/rdrp_unit_tests" --gtest_color=no >"$build/valgrind-unit.out" 2>"$log"
+            "$build/test/unit/rdrp_unit_tests" --gtest_color=no "${vg_filter[@]}" >"$build/valgrind-unit.out" 2>"$log"
         rc=$?
         summary=$(grep 'ERROR SUMMARY' "$log" | tail -1 | sed 's/^==[0-9]*== //')
         if [ $rc -eq 0 ] && grep -q '^\[  PASSED  \]' "$build/valgrind-unit.out"; then
