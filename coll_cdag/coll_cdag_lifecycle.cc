@@ -380,6 +380,7 @@ int cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf, i
     bool engine = nonblocking && G.cfg.thread;
     if (engine && ensure_engine_thread() != 0) return -1;
     int rc;
+    bool wake = false;
     {
         Lock l;
         ++cdag_glue_stats.runs;
@@ -388,9 +389,13 @@ int cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf, i
             op->counted = true;
             G.running.push_back(op);
             ++G.active_runs;
+            wake = true;
         }
     }
-    if (op->counted) wake_engine();
+    /* not op->counted here: once the lock is dropped the engine thread may
+     * reap the run and clear it (a data race ThreadSanitizer reported in
+     * mt_coll_threads with the engine thread) */
+    if (wake) wake_engine();
     return rc;
 }
 

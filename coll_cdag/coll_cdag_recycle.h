@@ -28,8 +28,11 @@ namespace cdag_svc {
 
 inline void count_alloc(bool early = false)
 {
-    if (early) ++cdag_glue_stats.early_allocations;
-    else ++cdag_glue_stats.allocations;
+    /* atomic: request_get and stage_alloc (coll_cdag_run.c) count from
+     * application threads outside the engine lock (ThreadSanitizer,
+     * mt_coll_threads) */
+    if (early) __atomic_fetch_add(&cdag_glue_stats.early_allocations, 1, __ATOMIC_RELAXED);
+    else __atomic_fetch_add(&cdag_glue_stats.allocations, 1, __ATOMIC_RELAXED);
 }
 
 /* Objects of one type, kept on an intrusive free list when done with.

@@ -21,6 +21,10 @@ static int active_init = 0;
  * (and finish) one request, or one could unlink what another walks
  * (mt_coll_threads crashed in progress with 4 threads per rank). */
 static opal_mutex_t active_lock = OPAL_MUTEX_STATIC_INIT;
+/* requests on the list, changed under active_lock, read without it by the
+ * progress fast path (atomically: a plain read of the list raced with
+ * activate() in another thread, ThreadSanitizer, mt_coll_threads) */
+static int nactive = 0;
 
 /* Finished requests kept for the next call (no allocation per call once
  * warm); a lock, since MPI_THREAD_MULTIPLE callers may share it. */
@@ -41,7 +45,7 @@ static mca_coll_cdag_request_t *request_get(void)
         request_reset(r);
         return r;
     }
-    ++cdag_glue_stats.allocations;
+    __atomic_fetch_add(&cdag_glue_stats.allocations, 1, __ATOMIC_RELAXED);  /* any thread */
     return OBJ_NEW(mca_coll_cdag_request_t);
 }
 
@@ -60,7 +64,7 @@ static void request_put(mca_coll_cdag_request_t *r)
  * arrays), counted for coll_cdag_allocations */
 static void *call_malloc(size_t n)
 {
-    ++cdag_glue_stats.allocations;
+    __atomic_fetch_add(&cdag_glue_stats.allocations, 1, __ATOMIC_RELAXED);  /* any thread */
     return malloc(n ? n : 1);
 }
 
@@ -281,7 +285,15 @@ static void request_destroy(mca_coll_cdag_request_t *r)
 static int request_free(ompi_request_t **req)
 {
     mca_coll_cdag_request_t *r = (mca_coll_cdag_request_t *)*req;
-    if (r->active) {
+    /* acquire: pairs with request_finish's release of active, so what the
+     * finishing thread wrote and read before it is ordered before our
+     * reads and the reuse that follows.  Open MPI's completion alone does
+     * not order them: when the waiter installed a wait-sync,
+     * ompi_request_complete publishes with a relaxed exchange and the
+     * waiter checks the sync's count without its lock (ThreadSanitizer
+     * reported request_free/destroy/reset against request_finish in
+     * another thread, mt_coll_threads) */
+    if (__atomic_load_n(&r->active, __ATOMIC_ACQUIRE)) {
         r->freed = 1;  /* completes on its own; released then */
     } else {
         request_destroy(r);
@@ -320,13 +332,16 @@ static void request_finish(mca_coll_cdag_request_t *r, int rc)
             unpack_into(c->rbuf, count, dt, r->recv_stage, r->recv_stage_len);
         }
     }
-    r->active = 0;
     r->nbc.super.req_status.MPI_ERROR = rc == 1 ? MPI_SUCCESS : MPI_ERR_INTERN;
     r->nbc.super.req_status._ucount = 0;
     if (r->freed) {
+        __atomic_store_n(&r->active, 0, __ATOMIC_RELAXED);
         request_destroy(r);
         return;
     }
+    /* release: everything above (and the read of freed) before anyone who
+     * sees the request inactive (request_free, request_start) */
+    __atomic_store_n(&r->active, 0, __ATOMIC_RELEASE);
     ompi_request_complete(&r->nbc.super, true);  /* last touch: a callback may free it */
 }
 
@@ -337,15 +352,16 @@ static void activate(mca_coll_cdag_request_t *r)
         OBJ_CONSTRUCT(&active_requests, opal_list_t);
         active_init = 1;
     }
-    r->active = 1;
+    __atomic_store_n(&r->active, 1, __ATOMIC_RELAXED);
     opal_list_append(&active_requests, &r->active_item);
+    __atomic_store_n(&nactive, nactive + 1, __ATOMIC_RELEASE);
     OPAL_THREAD_UNLOCK(&active_lock);
 }
 
 int mca_coll_cdag_progress(void)
 {
     int n = cdag_glue_progress();
-    if (!active_init || opal_list_is_empty(&active_requests)) return n;
+    if (__atomic_load_n(&nactive, __ATOMIC_ACQUIRE) == 0) return n;
     /* collect first: completing may start or free other requests */
     mca_coll_cdag_request_t *done[64];
     int rcs[64], nd = 0;
@@ -358,6 +374,7 @@ int mca_coll_cdag_progress(void)
         int rc = cdag_glue_op_test(r->op);
         if (rc != 0) {
             opal_list_remove_item(&active_requests, it);
+            __atomic_store_n(&nactive, nactive - 1, __ATOMIC_RELEASE);
             done[nd] = r;
             rcs[nd++] = rc;
         }
@@ -481,7 +498,7 @@ static int request_start_one(mca_coll_cdag_request_t *r, int nonblocking)
      * an op that still holds its previous run's (finished) state */
     int rc = cdag_glue_op_start(r->op, r->run_sbuf, r->run_rbuf, nonblocking);
     if (rc != 0) {
-        r->active = 0;
+        __atomic_store_n(&r->active, 0, __ATOMIC_RELAXED);
         return OMPI_ERROR;
     }
     activate(r);
@@ -492,7 +509,7 @@ static int request_start(size_t count, ompi_request_t **reqs)
 {
     for (size_t i = 0; i < count; ++i) {
         mca_coll_cdag_request_t *r = (mca_coll_cdag_request_t *)reqs[i];
-        if (r->active) return OMPI_ERR_REQUEST;
+        if (__atomic_load_n(&r->active, __ATOMIC_ACQUIRE)) return OMPI_ERR_REQUEST;
         int rc = request_start_one(r, 1);
         if (rc != OMPI_SUCCESS) return rc;
     }
@@ -730,7 +747,8 @@ static void request_reset(mca_coll_cdag_request_t *r)
     r->run_rbuf = NULL;
     r->red.op = NULL;
     r->red.dt = NULL;
-    r->persistent = r->active = r->freed = 0;
+    r->persistent = r->freed = 0;
+    __atomic_store_n(&r->active, 0, __ATOMIC_RELAXED);
 }
 
 static void request_destruct(mca_coll_cdag_request_t *r)
@@ -749,5 +767,6 @@ void mca_coll_cdag_run_fini(void)
     if (active_init) {
         OBJ_DESTRUCT(&active_requests);
         active_init = 0;
+        __atomic_store_n(&nactive, 0, __ATOMIC_RELEASE);
     }
 }

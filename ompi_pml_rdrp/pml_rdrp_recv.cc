@@ -414,6 +414,7 @@ extern "C" int mca_pml_rdrp_improbe(int src, int tag, ompi_communicator_t *comm,
                                     ompi_message_t **message, ompi_status_public_t *status)
 {
     Unexpected *u;
+    ompi_message_t *msg = nullptr;
     {
         Guard guard;
         u = mprobe_once(src, tag, comm, true);
@@ -428,6 +429,19 @@ extern "C" int mca_pml_rdrp_improbe(int src, int tag, ompi_communicator_t *comm,
                 send_ack(reinterpret_cast<CommState *>(comm->c_pml_comm), u->match.src, u->sreq);
                 u->flags &= ~RDRP_FLAG_SYNC;
             }
+            /* taken and filled under the lock that imrecv returns it under:
+             * the message object is recycled by another thread's
+             * MPI_Mrecv through Open MPI's free list, whose lock-free
+             * push/pop (uninstrumented libopen-pal) is the only order
+             * between the two threads' stores otherwise (ThreadSanitizer,
+             * p2p_threads: MPI_Mprobe from 4 threads) */
+            msg = ompi_message_alloc();
+            if (msg) {
+                msg->comm = comm;
+                msg->req_ptr = u;
+                msg->peer = u->match.src;
+                msg->count = u->total;
+            }
         }
     }
     *matched = u != nullptr;
@@ -436,12 +450,7 @@ extern "C" int mca_pml_rdrp_improbe(int src, int tag, ompi_communicator_t *comm,
         miss_progress();
         return OMPI_SUCCESS;
     }
-    ompi_message_t *msg = ompi_message_alloc();
     if (!msg) return OMPI_ERR_OUT_OF_RESOURCE;
-    msg->comm = comm;
-    msg->req_ptr = u;
-    msg->peer = u->match.src;
-    msg->count = u->total;
     *message = msg;
     return OMPI_SUCCESS;
 }

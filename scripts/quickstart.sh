@@ -19,7 +19,7 @@ prefix=${PREFIX:-$top/_install}
 
 deps() {
     local pkgs="libopenmpi-dev openmpi-bin libucx-dev ucx-utils libhwloc-dev autoconf automake
-                libtool pkg-config make g++ libgtest-dev gnuplot-nox procps"
+                libtool pkg-config make g++ libgtest-dev gnuplot-nox procps valgrind"
     local missing=""
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -362,11 +362,13 @@ protected:
             } else {
                 ta = destroy_timed(a_, 2.0);
             }
-            EXPECT_LT(ta, 1.0) << "A's destroy ran into its timeout";
+            /* below the 2 s timeout, with room for ThreadSanitizer on a
+             * loaded machine (1.03 s seen there, where 1.0 was the bound) */
+            EXPECT_LT(ta, 1.8) << "A's destroy ran into its timeout";
         }
         if (b_) {
             double tb = destroy_timed(b_, 2.0);
-            EXPECT_LT(tb, 1.0) << "B's destroy ran into its timeout";
+            EXPECT_LT(tb, 1.8) << "B's destroy ran into its timeout";
         }
         a_ = b_ = nullptr;
         UcxContext::TearDown();
