@@ -149,17 +149,15 @@ void credit_settle()
     unsigned n = credit_deferred_count;
     credit_deferred_count = 0;
     for (unsigned i = 0; i < n; ++i) {
-        credit::PacketHeader h;
-        h.kind = credit::PacketKind::kData;
-        h.credits = credit_deferred[i].piggy;
-        int32_t slot = cs.ep->on_packet(credit_deferred[i].src, h);
-        if (slot < 0) {
+        /* the mailbox holds one more packet for the moment of its arrival */
+        uint64_t used = cs.ep->held_slots() + 1;
+        if (cs.ep->on_data_consumed(credit_deferred[i].src, credit_deferred[i].piggy) ==
+            credit::CreditEndpoint::kProtocolError) {
             bad_header("data packet beyond the credits granted (mailbox would overflow)",
                        credit_deferred[i].src);
             continue;
         }
-        note_mailbox();
-        cs.ep->on_slot_freed(slot);
+        if (used > stats.mailbox_hwm) stats.mailbox_hwm = used;
     }
     flush_control();
 }
