@@ -26,9 +26,6 @@ struct CreditState {
 CreditState cs;
 wire::CreditLimits limits = {false, 0, 0};  /* what gated packets may claim here */
 
-struct DeferredPacket { uint32_t src, piggy; };
-constexpr unsigned kMaxDeferred = 64;
-DeferredPacket deferred[kMaxDeferred];
 
 /* Transmit what the engine asked for; after every engine call. */
 void flush_control_slow()
@@ -62,8 +59,11 @@ void note_mailbox()
 
 }  // namespace
 
+credit::CreditEndpoint *credit_engine = nullptr;
+uint32_t credit_npeers = 0;
+
 bool credit_enabled() { return static_cast<bool>(cs.ep); }
-uint32_t credit_self() { return cs.self; }
+uint32_t credit_self_vpid = 0;
 size_t credit_slot_size() { return cs.slot_size; }
 
 bool credit_init(uint32_t npeers, uint32_t self)
@@ -117,6 +117,9 @@ bool credit_init(uint32_t npeers, uint32_t self)
     }
     cs.npeers = npeers;
     cs.self = self;
+    credit_self_vpid = self;
+    credit_engine = cs.ep.get();
+    credit_npeers = npeers;
     limits = wire::CreditLimits{true, cs.slot_size, npeers};
     stats.mailbox_slots = cfg.slots;
     RDRP_VERBOSE(2, "credits: %s mode, %u slots of %zu bytes for %u peers, %u credit slots",
@@ -128,6 +131,8 @@ void credit_fini()
 {
     credit_deferred_count = 0;
     limits = wire::CreditLimits{false, 0, 0};
+    credit_engine = nullptr;
+    credit_npeers = 0;
     cs.ep.reset();
     free(cs.mailbox);
     cs.mailbox = nullptr;
@@ -137,28 +142,22 @@ unsigned credit_deferred_count = 0;
 
 const wire::CreditLimits &credit_limits() { return limits; }
 
-void credit_consumed(uint32_t src, uint32_t piggy)
-{
-    if (credit_deferred_count == kMaxDeferred) credit_settle();
-    deferred[credit_deferred_count++] = DeferredPacket{src, piggy};
-}
+CreditDeferred credit_deferred[kCreditMaxDeferred];
 
 void credit_settle()
 {
     unsigned n = credit_deferred_count;
     credit_deferred_count = 0;
     for (unsigned i = 0; i < n; ++i) {
-        credit::PacketHeader h;
-        h.kind = credit::PacketKind::kData;
-        h.credits = deferred[i].piggy;
-        int32_t slot = cs.ep->on_packet(deferred[i].src, h);
-        if (slot < 0) {
+        /* the mailbox holds one more packet for the moment of its arrival */
+        uint64_t used = cs.ep->held_slots() + 1;
+        if (cs.ep->on_data_consumed(credit_deferred[i].src, credit_deferred[i].piggy) ==
+            credit::CreditEndpoint::kProtocolError) {
             bad_header("data packet beyond the credits granted (mailbox would overflow)",
-                       deferred[i].src);
+                       credit_deferred[i].src);
             continue;
         }
-        note_mailbox();
-        cs.ep->on_slot_freed(slot);
+        if (used > stats.mailbox_hwm) stats.mailbox_hwm = used;
     }
     flush_control();
 }

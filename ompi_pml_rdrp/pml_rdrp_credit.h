@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "pml_rdrp_wire_check.h"
+#include "common/credit/credit_endpoint.h"
 
 namespace rdrp {
 
@@ -22,12 +23,41 @@ bool credit_enabled();
 /* Set up for npeers processes (peer index = vpid); false with a message shown. */
 bool credit_init(uint32_t npeers, uint32_t self);
 void credit_fini();
-uint32_t credit_self();
+/* This process's index in the credit engine (its vpid). */
+extern uint32_t credit_self_vpid;
+static inline uint32_t credit_self() { return credit_self_vpid; }
 
 /* Sender: take a credit towards peer for one data packet.  false: none
  * (counted as a stall if count_stall).  *piggy: credits to attach to the
  * packet. */
 bool credit_take(uint32_t peer, uint32_t *piggy, bool count_stall = true);
+
+/* The engine and its peer count (null / 0 with credits off), for the
+ * inline fast path below; owned by pml_rdrp_credit.cc. */
+extern credit::CreditEndpoint *credit_engine;
+extern uint32_t credit_npeers;
+
+/* credit_take() for the common case, inline (it is on every small
+ * message's path): a credit is there and nothing is due to piggyback, so
+ * the engine only counts the credit down and no control packet can
+ * result.  false: not that case, nothing changed; then credit_take()
+ * decides (and may transmit credit packets, so a caller holding a ring
+ * reservation must make it again). */
+static inline bool credit_take_fast(uint32_t peer, uint32_t *piggy)
+{
+    credit::CreditEndpoint *e = credit_engine;
+    if (__builtin_expect(peer < credit_npeers && e->can_send(peer) &&
+                         !e->receiver().may_piggyback(peer), 1)) {
+        *piggy = e->on_send(peer, false);  /* 0: no room asked for credits */
+        return true;
+    }
+    return false;
+}
+
+static inline bool credit_take_inline(uint32_t peer, uint32_t *piggy, bool count_stall = true)
+{
+    return credit_take_fast(peer, piggy) || credit_take(peer, piggy, count_stall);
+}
 
 /* Receiver: a gated data packet arrived from src carrying piggy credits;
  * returns its mailbox slot (aborts on a protocol violation).  Settles the
@@ -53,9 +83,17 @@ const wire::CreditLimits &credit_limits();
  * engine sees every packet exactly once, in arrival order among deferred
  * packets; until then the packet counts as in flight, so conservation
  * (held + in flight + free = mailbox) holds throughout. */
-void credit_consumed(uint32_t src, uint32_t piggy);
 void credit_settle();
 extern unsigned credit_deferred_count;
+struct CreditDeferred { uint32_t src, piggy; };
+constexpr unsigned kCreditMaxDeferred = 64;
+extern CreditDeferred credit_deferred[kCreditMaxDeferred];
+/* inline: once per small message that meets its receive */
+static inline void credit_consumed(uint32_t src, uint32_t piggy)
+{
+    if (__builtin_expect(credit_deferred_count == kCreditMaxDeferred, 0)) credit_settle();
+    credit_deferred[credit_deferred_count++] = CreditDeferred{src, piggy};
+}
 static inline void credit_settle_if_due()
 {
     if (__builtin_expect(credit_deferred_count != 0, 0)) credit_settle();

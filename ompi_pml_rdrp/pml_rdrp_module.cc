@@ -68,13 +68,10 @@ Endpoint *get_endpoint(ompi_proc_t *proc)
     return ep;
 }
 
-Endpoint *comm_endpoint(ompi_communicator_t *comm, int rank)
+Endpoint *comm_endpoint_lookup(ompi_communicator_t *comm, int rank)
 {
-    /* the group lookup costs more than the rest of a small send's setup */
     auto *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
-    Endpoint *ep = cs->eps[rank];
-    if (OPAL_LIKELY(ep != nullptr)) return ep;
-    ep = get_endpoint(ompi_comm_peer_lookup(comm, rank));
+    Endpoint *ep = get_endpoint(ompi_comm_peer_lookup(comm, rank));
     cs->eps[rank] = ep;
     return ep;
 }

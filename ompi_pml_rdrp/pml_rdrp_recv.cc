@@ -121,8 +121,9 @@ static void handle_arrival(const rdrp_match_hdr_t &m, Unexpected *u)
 }
 
 /* Both eager forms: h is the header (its length already checked), data/len
- * the payload. */
-static void eager_arrival(const rdrp_eager_hdr_t &h, void *data, size_t len)
+ * the payload.  Inline into both handlers: it is the whole of a small
+ * message's arrival. */
+static inline __attribute__((always_inline)) void eager_arrival(const rdrp_eager_hdr_t &h, void *data, size_t len)
 {
     if (const char *why = wire::check_gated(h.flags, h.src_vpid, len, credit_limits())) {
         bad_header(why, len);

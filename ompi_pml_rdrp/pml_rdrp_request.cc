@@ -94,7 +94,7 @@ void req_reinit(Request *r, ReqKind kind)
 }
 
 /* Drop everything an activation owns (staging, convertor, registrations). */
-static void req_reset_activation(Request *r)
+static void req_reset_activation_slow(Request *r)
 {
     if (r->buffered_len) {  /* an early-completed copy is done: the budget has room again */
         pacing_buffered -= r->buffered_len;
@@ -124,6 +124,16 @@ static void req_reset_activation(Request *r)
     }
     delete r->deferred;
     r->deferred = nullptr;
+}
+
+/* Most activations (every eager message) own nothing: one test, no call.
+ * Called at completion and again at release. */
+static inline void req_reset_activation(Request *r)
+{
+    if (OPAL_UNLIKELY((r->buffered_len | r->id | reinterpret_cast<uintptr_t>(r->staging) |
+                       reinterpret_cast<uintptr_t>(r->region) | reinterpret_cast<uintptr_t>(r->rkey) |
+                       reinterpret_cast<uintptr_t>(r->deferred) | static_cast<uintptr_t>(r->conv_ready)) != 0))
+        req_reset_activation_slow(r);
 }
 
 void req_release(Request *r)
@@ -230,15 +240,9 @@ int req_prepare_data(Request *r)
     return OMPI_SUCCESS;
 }
 
-/* Unpack len bytes of the packed stream, starting at offset, into the
- * receive buffer. */
-void req_unpack(Request *r, size_t offset, const void *src, size_t len)
+/* req_unpack() of a non-contiguous receive. */
+void req_unpack_convertor(Request *r, size_t offset, const void *src, size_t len)
 {
-    if (len == 0) return;
-    if (r->contig) {
-        std::memcpy(r->data + offset, src, len);
-        return;
-    }
     size_t pos = offset;
     opal_convertor_set_position(&r->conv, &pos);
     struct iovec iov;

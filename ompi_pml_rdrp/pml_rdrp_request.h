@@ -216,7 +216,14 @@ void     req_reinit(Request *r, ReqKind kind);  /* fresh activation of a request
 void     req_release(Request *r);
 void     req_complete(Request *r);      /* PML done: mark, then complete or release */
 int      req_prepare_data(Request *r);  /* contig pointer / convertor for buf,count,dtype */
-void     req_unpack(Request *r, size_t offset, const void *src, size_t len);
+void     req_unpack_convertor(Request *r, size_t offset, const void *src, size_t len);
+/* Unpack len bytes of the packed stream, starting at offset, into the
+ * receive buffer (inline: a small contiguous receive is a few moves). */
+static inline void req_unpack(Request *r, size_t offset, const void *src, size_t len)
+{
+    if (OPAL_LIKELY(r->contig)) shm::copy_bytes(r->data + offset, src, len);
+    else if (len) req_unpack_convertor(r, offset, src, len);
+}
 Unexpected *unex_alloc();
 void        unex_release(Unexpected *u);
 Ctrl    *ctrl_alloc();
@@ -230,7 +237,14 @@ int  progress_worker();                 /* our share of opal_progress */
 unsigned progress_once();
 void wait_request(ompi_request_t *req); /* blocking calls wait here */
 Endpoint *get_endpoint(ompi_proc_t *proc);
-Endpoint *comm_endpoint(ompi_communicator_t *comm, int rank);
+Endpoint *comm_endpoint_lookup(ompi_communicator_t *comm, int rank);  /* first use of a rank */
+/* The endpoint of rank in comm: a table lookup after the first use (the
+ * group lookup costs more than the rest of a small send's setup). */
+static inline Endpoint *comm_endpoint(ompi_communicator_t *comm, int rank)
+{
+    Endpoint *ep = reinterpret_cast<CommState *>(comm->c_pml_comm)->eps[rank];
+    return OPAL_LIKELY(ep != nullptr) ? ep : comm_endpoint_lookup(comm, rank);
+}
 /* Our own cid -> state table (add_comm/del_comm keep it): an arrival finds
  * its communicator without Open MPI's (locked) communicator array. */
 static inline CommState *comm_state(uint32_t cid)

@@ -68,20 +68,27 @@ static inline uint32_t peer_vpid(Endpoint *ep) { return ep->proc->super.proc_nam
  * what goes to it is never gated (as with credits off). */
 static inline bool credit_gates(Endpoint *ep)
 {
-    return credit_enabled() && ep->proc->super.proc_name.jobid == OMPI_PROC_MY_NAME->jobid;
+    return credit_engine != nullptr && ep->proc->super.proc_name.jobid == OMPI_PROC_MY_NAME->jobid;
 }
 
-int send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy)
+/* The header of an eager message (every eager send path fills it here). */
+static inline void fill_eager_hdr(rdrp_eager_hdr_t *h, const ompi_communicator_t *comm, int tag,
+                                  uint32_t seq, bool gated, uint32_t piggy)
 {
-    rdrp_eager_hdr_t *h = &r->hdr.eager;
-    h->m.cid = r->comm->c_contextid;
-    h->m.src = r->comm->c_my_rank;
-    h->m.tag = r->tag;
+    h->m.cid = comm->c_contextid;
+    h->m.src = comm->c_my_rank;
+    h->m.tag = tag;
     h->m.seq = seq;
     h->flags = gated ? RDRP_FLAG_CREDIT : 0;
     h->credits = static_cast<uint16_t>(piggy);
     h->src_vpid = credit_self();
     h->sreq = 0;
+}
+
+int send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy)
+{
+    rdrp_eager_hdr_t *h = &r->hdr.eager;
+    fill_eager_hdr(h, r->comm, r->tag, seq, gated, piggy);
     if (r->mode == MCA_PML_BASE_SEND_SYNCHRONOUS) {
         r->id = g.ids.add(r);
         h->sreq = r->id;
@@ -231,7 +238,7 @@ int send_admitted(Request *r)
     bool gated = false;
     uint32_t piggy = 0;
     if (eager && credit_gates(r->ep)) {
-        gated = credit_take(peer_vpid(r->ep), &piggy);
+        gated = credit_take_inline(peer_vpid(r->ep), &piggy);
         if (!gated) return pacing_enqueue(r);
     }
     if (eager) rc = send_eager(r, r->seq, gated, piggy);
@@ -362,7 +369,86 @@ extern "C" int mca_pml_rdrp_isend_init(const void *buf, size_t count, ompi_datat
 }
 
 static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt, int dst, int tag,
-                              ompi_communicator_t *comm, int *rc, bool ring_only);
+                              ompi_communicator_t *comm, int *rc);
+
+static void free_copy_cb(void *request, ucs_status_t status, void *user_data)
+{
+    (void)request; (void)status;
+    free(user_data);
+}
+
+/* The request-free eager send found its ring full after all (credit
+ * packets that its credit_take sent took the room): header and payload
+ * go into one heap copy that waits in the endpoint's backlog, in order,
+ * and is freed when it has left.  The caller's buffer is free at once. */
+static void ring_send_copy(Endpoint *ep, ompi_communicator_t *comm, int tag, uint32_t seq, bool gated,
+                           uint32_t piggy, const char *data, size_t len)
+{
+    rdrp_eager_hdr_t h;
+    fill_eager_hdr(&h, comm, tag, seq, gated, piggy);
+    char *copy = static_cast<char *>(malloc(sizeof(h) + len));
+    if (!copy) {
+        mca_pml_rdrp_fatal("send-failed", "out of memory", "");
+        return;
+    }
+    std::memcpy(copy, &h, sizeof(h));
+    if (len) std::memcpy(copy + sizeof(h), data, len);
+    if (am_send(ep, RDRP_AM_EAGER, copy, sizeof(h), copy + sizeof(h), len, UCP_AM_SEND_FLAG_EAGER,
+                free_copy_cb, copy) == TX_DONE)
+        free(copy);
+}
+
+/* Put an eager message into ring peer ep's ring now, built in place in
+ * the ring entry (no request, no staging copy of the header).  false:
+ * it cannot leave at once (no room, no credit) and nothing was sent;
+ * the caller takes the request path. */
+static inline __attribute__((always_inline)) bool ring_send_now(Endpoint *ep, ompi_communicator_t *comm,
+                                                                int dst, int tag, const char *data,
+                                                                size_t len)
+{
+    const size_t total = sizeof(rdrp_eager_hdr_t) + len;
+    char *body = ep->tx.reserve(total);
+    if (OPAL_UNLIKELY(!body)) return false;
+    uint32_t piggy = 0;
+    bool gated = credit_gates(ep);
+    if (gated && OPAL_UNLIKELY(!credit_take_fast(peer_vpid(ep), &piggy))) {
+        /* credits to piggyback or none left: the full engine call may send
+         * credit packets into this very ring, so the reservation is void */
+        if (!credit_take(peer_vpid(ep), &piggy, false)) return false;  /* wait for credit */
+        body = ep->tx.reserve(total);
+    }
+    CommState *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
+    uint32_t seq = rdrp_match_next_send_seq(cs->mq, dst);
+    ++stats.eager_sent;
+    if (OPAL_LIKELY(body != nullptr)) {
+        fill_eager_hdr(reinterpret_cast<rdrp_eager_hdr_t *>(body), comm, tag, seq, gated, piggy);
+        shm::copy_bytes(body + sizeof(rdrp_eager_hdr_t), data, len);
+        ep->tx.commit(RDRP_AM_EAGER, sizeof(rdrp_eager_hdr_t), total);
+        ++*shm_sent_counter;
+    } else {
+        ring_send_copy(ep, comm, tag, seq, gated, piggy, data, len);  /* the credit packets took the room */
+    }
+    credit_settle_if_due();
+    return true;
+}
+
+/* The request-free send of a small contiguous message to a ring peer, as
+ * short as it can be: what it cannot do here goes to send_eager_inline()
+ * or the request path. */
+static inline bool ring_send_fast(const void *buf, size_t count, ompi_datatype_t *dt, int dst, int tag,
+                                  ompi_communicator_t *comm)
+{
+    Guard guard;
+    Endpoint *ep = comm_endpoint(comm, dst);
+    size_t len = dt->super.size * count;
+    if (!ep->shm || !eager_for(ep, len) || !ep->waiting.empty() || !ep->backlog.empty()) return false;
+    const char *data = static_cast<const char *>(buf);
+    if (len) {
+        if (!ompi_datatype_is_contiguous_memory_layout(dt, count)) return false;
+        data += dt->super.true_lb;
+    }
+    return ring_send_now(ep, comm, dst, tag, data, len);
+}
 
 /* An MPI_Isend that completed before it returned: every such send gets the
  * same already-complete request, which MPI_Wait finds done and
@@ -407,9 +493,9 @@ extern "C" int mca_pml_rdrp_isend(const void *buf, size_t count, ompi_datatype_t
 {
     int rc;
     if ((mode == MCA_PML_BASE_SEND_STANDARD || mode == MCA_PML_BASE_SEND_READY) && !throttle_active &&
-        send_eager_inline(buf, count, dt, dst, tag, comm, &rc, true)) {
-        if (rc == OMPI_SUCCESS) *request = completed_send_request();
-        return rc;
+        ring_send_fast(buf, count, dt, dst, tag, comm)) {
+        *request = completed_send_request();
+        return OMPI_SUCCESS;
     }
     Guard guard;
     Request *r = req_alloc(REQ_SEND);
@@ -427,11 +513,10 @@ extern "C" int mca_pml_rdrp_isend(const void *buf, size_t count, ompi_datatype_t
 
 /* Blocking standard send of a small contiguous message: no request object,
  * the header (and, for small payloads, a packed copy of header + payload)
- * lives on this stack frame until UCX is done with it. */
-/* ring_only: only if the message goes into a shared-memory ring at once
- * (MPI_Isend: then nothing is left to wait for, not even a UCX request). */
+ * lives on this stack frame until UCX is done with it; a ring peer goes
+ * through ring_send_now() (when ring_send_fast() could not: threads). */
 static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt, int dst, int tag,
-                              ompi_communicator_t *comm, int *rc, bool ring_only)
+                              ompi_communicator_t *comm, int *rc)
 {
     ucs_status_ptr_t sp;
     rdrp_eager_hdr_t h;
@@ -452,29 +537,19 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
             data += true_lb;
         }
         if (!ep->waiting.empty()) return false;  /* queue behind the sends waiting for credit */
-        /* a ring peer: the message must go out now, since the header is
-         * on this stack frame (otherwise the request path takes it) */
-        bool ring = ep->shm;
-        if (ring ? !am_can_send_now(ep, sizeof(h) + len) : ring_only) return false;
+        /* a ring peer: the message must go out now, since nothing of this
+         * call outlives it (otherwise the request path takes it) */
+        if (ep->shm) {
+            *rc = OMPI_SUCCESS;
+            return ring_send_now(ep, comm, dst, tag, data, len);
+        }
         uint32_t piggy = 0;
         bool gated = credit_gates(ep);
-        if (gated && !credit_take(peer_vpid(ep), &piggy, false)) return false;  /* wait for credit */
+        if (gated && !credit_take_inline(peer_vpid(ep), &piggy, false)) return false;  /* wait for credit */
         CommState *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
-        h.m.cid = comm->c_contextid;
-        h.m.src = comm->c_my_rank;
-        h.m.tag = tag;
-        h.m.seq = rdrp_match_next_send_seq(cs->mq, dst);
-        h.flags = gated ? RDRP_FLAG_CREDIT : 0;
-        h.credits = static_cast<uint16_t>(piggy);
-        h.src_vpid = credit_self();
-        h.sreq = 0;
+        uint32_t seq = rdrp_match_next_send_seq(cs->mq, dst);
         ++stats.eager_sent;
-        if (ring) {
-            am_send(ep, RDRP_AM_EAGER, &h, sizeof(h), data, len, UCP_AM_SEND_FLAG_EAGER, nullptr, nullptr);
-            credit_settle_if_due();
-            *rc = OMPI_SUCCESS;
-            return true;
-        }
+        fill_eager_hdr(&h, comm, tag, seq, gated, piggy);
         ucp_request_param_t p;
         p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
         p.flags = UCP_AM_SEND_FLAG_EAGER;
@@ -519,9 +594,10 @@ extern "C" int mca_pml_rdrp_send(const void *buf, size_t count, ompi_datatype_t 
 {
     int rc;
     /* the request-free fast path skips admission: not under throttling */
-    if ((mode == MCA_PML_BASE_SEND_STANDARD || mode == MCA_PML_BASE_SEND_READY) && !throttle_active &&
-        send_eager_inline(buf, count, dt, dst, tag, comm, &rc, false))
-        return rc;
+    if ((mode == MCA_PML_BASE_SEND_STANDARD || mode == MCA_PML_BASE_SEND_READY) && !throttle_active) {
+        if (ring_send_fast(buf, count, dt, dst, tag, comm)) return OMPI_SUCCESS;
+        if (send_eager_inline(buf, count, dt, dst, tag, comm, &rc)) return rc;
+    }
     ompi_request_t *req;
     pacing_blocking_send = true;
     rc = mca_pml_rdrp_isend(buf, count, dt, dst, tag, mode, comm, &req);

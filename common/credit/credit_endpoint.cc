@@ -76,6 +76,20 @@ bool CreditEndpoint::on_slot_freed(int32_t slot)
     return true;
 }
 
+int32_t CreditEndpoint::on_data_consumed(uint32_t src, uint32_t credits)
+{
+    if (src >= cfg_.npeers || slots_.full()) {
+        ++stats_.protocol_errors;
+        return kProtocolError;
+    }
+    if (credits != 0)
+        sender_.on_credits(src, credits);
+    ++stats_.data_received;
+    /* take() then release() of the first free slot leaves the table as it was */
+    receiver_.on_retrieved(src);
+    return kNoSlot;
+}
+
 bool CreditEndpoint::pop_control(ControlPacket *out)
 {
     if (control_.empty())

@@ -76,6 +76,13 @@ public:
     /* The data packet in `slot` has been consumed; its credit may go back.
      * Returns false (and does nothing) if slot is not a slot in use. */
     bool on_slot_freed(int32_t slot);
+    /* A data packet from src carrying `credits` piggybacked credits that
+     * was consumed on arrival (it never needed its mailbox slot): exactly
+     * on_packet(src, {kData, credits}) followed at once by on_slot_freed()
+     * of the slot it returned (the slot table ends as it was), without
+     * the slot-table traffic.  Returns kNoSlot, or kProtocolError as
+     * on_packet() would. */
+    int32_t on_data_consumed(uint32_t src, uint32_t credits);
 
     /* ---- control packets to transmit ---- */
     bool pop_control(ControlPacket *out);

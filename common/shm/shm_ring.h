@@ -112,6 +112,41 @@ inline void ring_init(void *mem, size_t size)
     static_cast<RingControl *>(mem)->head.store(size, std::memory_order_release);
 }
 
+/* Copy n bytes (a message into a ring entry, or out of one into a
+ * receive buffer): up to 32 bytes by a few fixed-size moves inline (a
+ * libc call costs more than such a copy), larger ones by memcpy.  It
+ * never reads past src + n and writes only inside [dst, dst + n). */
+inline void copy_bytes(char *dst, const void *src, size_t n)
+{
+    const char *s = static_cast<const char *>(src);
+    if (n > 32) {
+        std::memcpy(dst, s, n);
+    } else if (n >= 16) {  /* two overlapping 16-byte moves */
+        char a[16], b[16];
+        std::memcpy(a, s, 16);
+        std::memcpy(b, s + n - 16, 16);
+        std::memcpy(dst, a, 16);
+        std::memcpy(dst + n - 16, b, 16);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        std::memcpy(&a, s, 8);
+        std::memcpy(&b, s + n - 8, 8);
+        std::memcpy(dst, &a, 8);
+        std::memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        std::memcpy(&a, s, 4);
+        std::memcpy(&b, s + n - 4, 4);
+        std::memcpy(dst, &a, 4);
+        std::memcpy(dst + n - 4, &b, 4);
+    } else if (n) {  /* 1-3 bytes: first, middle, last */
+        char a = s[0], b = s[n / 2], c = s[n - 1];
+        dst[0] = a;
+        dst[n / 2] = b;
+        dst[n - 1] = c;
+    }
+}
+
 /* The producer's view of a ring. */
 class RingProducer {
 public:
@@ -148,21 +183,40 @@ public:
      * hlen + plen <= max_message(). */
     bool push(uint16_t id, const void *hdr, size_t hlen, const void *payload, size_t plen)
     {
-        size_t need = entry_bytes(hlen + plen);
+        char *body = reserve(hlen + plen);
+        if (!body) return false;
+        if (hlen) std::memcpy(body, hdr, hlen);
+        copy_bytes(body + hlen, payload, plen);
+        commit(id, hlen, hlen + plen);
+        return true;
+    }
+
+    /* push() in two steps, for a caller that writes its message in place
+     * (no staging copy of the header): reserve(len) returns where len
+     * (= hlen + plen) bytes go, or nullptr if the ring has no room now;
+     * the caller fills them and publishes the entry with commit(id, hlen,
+     * len) before anything else touches this producer.  A reservation
+     * that is not committed is simply dropped (nothing is published but
+     * possibly a skip marker, which is always allowed). */
+    inline __attribute__((always_inline)) char *reserve(size_t len)
+    {
+        size_t need = entry_bytes(len);
         size_t off = tail_ & (size_ - 1);
         size_t skip = (off + need > size_) ? size_ - off : 0;  /* the rest of this lap */
-        bool hinted = hinted_ && tail_ - hint_tried_ >= kHintedEvery;
-        hinted_ = false;
-        if (off >= kRewindAt && !skip && need <= off && (hinted || tail_ - rewind_tried_ >= kRewindAt)) {
-            /* drained?  then go back to the start of the ring (see top) */
-            if (hinted) hint_tried_ = tail_;
-            else rewind_tried_ = tail_;
-            if (head_seen_ != tail_) head_seen_ = ctl_->head.load(std::memory_order_acquire);
-            if (head_seen_ == tail_) skip = size_ - off;
+        if (off >= kRewindAt && !skip && need <= off) {
+            bool hinted = hinted_ && tail_ - hint_tried_ >= kHintedEvery;
+            if (hinted || tail_ - rewind_tried_ >= kRewindAt) {
+                /* drained?  then go back to the start of the ring (see top) */
+                if (hinted) hint_tried_ = tail_;
+                else rewind_tried_ = tail_;
+                if (head_seen_ != tail_) head_seen_ = ctl_->head.load(std::memory_order_acquire);
+                if (head_seen_ == tail_) skip = size_ - off;
+            }
         }
+        hinted_ = false;
         if (tail_ + skip + need - head_seen_ > size_) {
             head_seen_ = ctl_->head.load(std::memory_order_acquire);
-            if (tail_ + skip + need - head_seen_ > size_) return false;
+            if (tail_ + skip + need - head_seen_ > size_) return nullptr;
         }
         if (skip) {
             EntryHeader *s = reinterpret_cast<EntryHeader *>(data_ + off);
@@ -173,17 +227,20 @@ public:
             tail_ += skip;
             off = 0;
         }
-        EntryHeader *e = reinterpret_cast<EntryHeader *>(data_ + off);
-        char *body = data_ + off + sizeof(EntryHeader);
-        if (hlen) std::memcpy(body, hdr, hlen);
-        if (plen) std::memcpy(body + hlen, payload, plen);
-        e->len = static_cast<uint32_t>(hlen + plen);
+        return data_ + off + sizeof(EntryHeader);
+    }
+
+    /* Publish the message reserve(len) made room for. */
+    void commit(uint16_t id, size_t hlen, size_t len)
+    {
+        EntryHeader *e = reinterpret_cast<EntryHeader *>(data_ + (tail_ & (size_ - 1)));
+        e->len = static_cast<uint32_t>(len);
         e->id = id;
         e->hlen = static_cast<uint16_t>(hlen);
         e->pos.store(tail_, std::memory_order_release);
-        tail_ += need;
-        return true;
+        tail_ += entry_bytes(len);
     }
+
 
     /* The consumer has probably taken everything (it just sent us a
      * message): the next push() looks whether it can rewind. */

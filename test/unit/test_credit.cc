@@ -1124,3 +1124,82 @@ TEST(CreditMemory, FootprintComesFromTheRealStructures)
 }
 
 }  // namespace
+
+/* on_data_consumed(src, c) is on_packet(src, {kData, c}) followed at once
+ * by on_slot_freed() of its slot (pml/rdrp's packets that met their
+ * receive on arrival).  Two engines fed the same random receiver-side
+ * traffic, one each way, agree after every step: control packets, credits
+ * towards every peer, held slots, slots handed out, counters. */
+TEST(CreditProperty, DataConsumedEqualsPacketThenSlotFreed)
+{
+    uint64_t consumed = 0, held = 0, control = 0;
+    for (int mode = 0; mode < 2; ++mode) {
+        for (uint32_t n : {2u, 3u, 8u}) {
+            Config cfg = default_config(n, mode == 0 ? Mode::kStatic : Mode::kDynamic);
+            CreditEndpoint a(cfg), b(cfg);
+            std::mt19937_64 rng(99 + n + 10 * mode);
+            std::vector<std::pair<int32_t, int32_t>> slots;  /* held: (slot in a, slot in b) */
+            for (int step = 0; step < 20000; ++step) {
+                const uint32_t src = uint32_t(rng() % n);
+                const unsigned what = unsigned(rng() % 10);
+                if (what < 5) {
+                    if (a.receiver().outstanding(src) == 0) continue;  /* src holds no credit of ours */
+                    const uint32_t piggy = rng() % 4 == 0 ? uint32_t(rng() % 3) : 0;
+                    const int32_t sa = a.on_packet(src, PacketHeader{PacketKind::kData, piggy});
+                    if (what < 4) {  /* consumed on arrival */
+                        if (sa >= 0) a.on_slot_freed(sa);
+                        const int32_t rb = b.on_data_consumed(src, piggy);
+                        ASSERT_EQ(sa >= 0 ? CreditEndpoint::kNoSlot : sa, rb) << "step " << step;
+                        ++consumed;
+                    } else {  /* kept in its slot */
+                        const int32_t sb = b.on_packet(src, PacketHeader{PacketKind::kData, piggy});
+                        ASSERT_EQ(sa, sb) << "step " << step;
+                        if (sa >= 0) slots.push_back({sa, sb});
+                        ++held;
+                    }
+                } else if (what < 7 && !slots.empty()) {
+                    const size_t i = size_t(rng() % slots.size());
+                    ASSERT_EQ(a.on_slot_freed(slots[i].first), b.on_slot_freed(slots[i].second));
+                    slots.erase(slots.begin() + long(i));
+                } else if (what < 9) {
+                    ASSERT_EQ(a.can_send(src), b.can_send(src));
+                    if (a.can_send(src)) {
+                        const bool room = rng() % 2 == 0;
+                        ASSERT_EQ(a.on_send(src, room), b.on_send(src, room)) << "step " << step;
+                    }
+                } else {
+                    const uint32_t c = uint32_t(rng() % 3);
+                    ASSERT_EQ(a.on_packet(src, PacketHeader{PacketKind::kCredit, c}),
+                              b.on_packet(src, PacketHeader{PacketKind::kCredit, c}));
+                }
+                ControlPacket pa, pb;
+                for (;;) {
+                    const bool ga = a.pop_control(&pa), gb = b.pop_control(&pb);
+                    ASSERT_EQ(ga, gb) << "step " << step;
+                    if (!ga) break;
+                    ASSERT_EQ(pa.peer, pb.peer);
+                    ASSERT_EQ(pa.kind, pb.kind);
+                    ASSERT_EQ(pa.credits, pb.credits);
+                    ++control;
+                    /* the peer's answer to a return request, so blocked senders recover */
+                    if (pa.kind == PacketKind::kReturnRequest) {
+                        const uint32_t back = a.receiver().outstanding(pa.peer) > 0 ? 1 : 0;
+                        ASSERT_EQ(a.on_packet(pa.peer, PacketHeader{PacketKind::kReturnResponse, back}),
+                                  b.on_packet(pb.peer, PacketHeader{PacketKind::kReturnResponse, back}));
+                    }
+                }
+                for (uint32_t p = 0; p < n; ++p) {
+                    ASSERT_EQ(a.credits(p), b.credits(p));
+                    ASSERT_EQ(a.receiver().outstanding(p), b.receiver().outstanding(p));
+                }
+                ASSERT_EQ(a.held_slots(), b.held_slots());
+                ASSERT_EQ(a.stats().data_received, b.stats().data_received);
+                ASSERT_EQ(a.stats().credit_packets, b.stats().credit_packets);
+                ASSERT_EQ(a.stats().protocol_errors, b.stats().protocol_errors);
+            }
+        }
+    }
+    EXPECT_GT(consumed, 10000u);
+    EXPECT_GT(held, 1000u);
+    EXPECT_GT(control, 100u);
+}
