@@ -163,8 +163,27 @@ int main(int argc, char **argv)
             long total = done;
             MPI_Send(&total, 1, MPI_LONG, 1, 11, MPI_COMM_WORLD);
         } else if (rank == 1) {
-            long total;
-            MPI_Recv(&total, 1, MPI_LONG, 0, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            /* Until the total arrives, keep taking the windows the producer
+             * has started: a standard send may stay incomplete until it is
+             * matched (pml rdrp beyond its send buffer does so, as MPI
+             * allows), so a producer inside a window's MPI_Waitall sees the
+             * stop flag only after we received that window.  Its sends are
+             * all posted before its Waitall, so a window whose first
+             * message is here arrives whole. */
+            long total = -1;
+            MPI_Request trq;
+            MPI_Irecv(&total, 1, MPI_LONG, 0, 11, MPI_COMM_WORLD, &trq);
+            for (;;) {
+                int got = 0, more = 0;
+                MPI_Test(&trq, &got, MPI_STATUS_IGNORE);
+                if (got) break;
+                MPI_Iprobe(0, 9, MPI_COMM_WORLD, &more, MPI_STATUS_IGNORE);
+                if (!more) continue;
+                for (long i = 0; i < w; i++)
+                    MPI_Irecv(buf + i * size, (int)size, MPI_BYTE, 0, 9, MPI_COMM_WORLD, &rq[i]);
+                MPI_Waitall((int)w, rq, MPI_STATUSES_IGNORE);
+                ++done;
+            }
             for (; done < total; ++done) {
                 for (long i = 0; i < w; i++)
                     MPI_Irecv(buf + i * size, (int)size, MPI_BYTE, 0, 9, MPI_COMM_WORLD, &rq[i]);

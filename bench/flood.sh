@@ -80,9 +80,11 @@ for c in $cases; do
         done
     done
     for p in $ORDER; do
+        # a PML whose every run failed (not found, crashed, timed out) shows
+        # time 999999 and RSS 0 rather than ending the script
         printf '%-28s %-5s %9.3f %8.2f %10d %10d %8.2f\n' "${n}x64x${b}B sleep${s}us" "$p" "${best[$p]}" \
-            "$(awk -v a="${best[$p]}" -v b="${best[ob1]}" 'BEGIN{print (b>0)?a/b:0}')" "${rssp[$p]}" "${rssc[$p]}" \
-            "$(awk -v a="${rssp[$p]}" -v b="${rssp[ob1]}" 'BEGIN{print (b>0)?a/b:0}')"
+            "$(awk -v a="${best[$p]}" -v b="${best[ob1]}" 'BEGIN{print (b>0)?a/b:0}')" "${rssp[$p]:-0}" "${rssc[$p]:-0}" \
+            "$(awk -v a="${rssp[$p]:-0}" -v b="${rssp[ob1]:-0}" 'BEGIN{print (b>0)?a/b:0}')"
     done
     unset best rssp rssc
 done
