@@ -513,8 +513,8 @@ extern "C" int mca_pml_rdrp_isend(const void *buf, size_t count, ompi_datatype_t
 
 /* Blocking standard send of a small contiguous message: no request object,
  * the header (and, for small payloads, a packed copy of header + payload)
- * lives on this stack frame until UCX is done with it; a ring peer goes
- * through ring_send_now() (when ring_send_fast() could not: threads). */
+ * lives on this stack frame until UCX is done with it.  Peers reached
+ * through UCX only: ring peers go through ring_send_fast(). */
 static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt, int dst, int tag,
                               ompi_communicator_t *comm, int *rc)
 {
@@ -536,13 +536,11 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
             ompi_datatype_get_true_extent(dt, &true_lb, &true_extent);
             data += true_lb;
         }
-        if (!ep->waiting.empty()) return false;  /* queue behind the sends waiting for credit */
-        /* a ring peer: the message must go out now, since nothing of this
-         * call outlives it (otherwise the request path takes it) */
-        if (ep->shm) {
-            *rc = OMPI_SUCCESS;
-            return ring_send_now(ep, comm, dst, tag, data, len);
-        }
+        /* queue behind the sends waiting for credit; a ring peer was
+         * tried by ring_send_fast() already, and what it could not send
+         * (ring backlog, no room, no credit) takes the request path, in
+         * order behind the backlog */
+        if (!ep->waiting.empty() || ep->shm) return false;
         uint32_t piggy = 0;
         bool gated = credit_gates(ep);
         if (gated && !credit_take_inline(peer_vpid(ep), &piggy, false)) return false;  /* wait for credit */
