@@ -82,13 +82,14 @@ for c in $sel; do
             "$bin" "${stop[@]}" --seed "$seed" >"$log" 2>&1
         rc=$?
         secs=$(( $(date +%s) - start ))
-        line=$(grep '^soak: ' "$log" | tail -1)
+        line=$(grep '^soak: rounds' "$log" | tail -1)
         if [ $rc -eq 0 ] && [ -n "$line" ] && grep -q 'errors 0 ' <<<"$line"; then
             echo "PASS soak $c np=$n: ${line#soak: } (seed $seed)"
             pass=$((pass + 1))
         else
             tail -15 "$log"
-            [ $rc -eq 124 ] && line="hang: killed after $limit s"
+            progress=$(grep '^soak: progress' "$log" | tail -1)
+            [ $rc -eq 124 ] && line="hang: killed after $limit s${progress:+, last ${progress#soak: }}"
             echo "FAIL soak $c np=$n (${secs}s, exit $rc): ${line:-no result} (seed $seed, log $log)"
             fail=$((fail + 1))
         fi

@@ -255,7 +255,7 @@ int main(int argc, char **argv)
     void *battach = malloc((size_t)bsize);
     MPI_Buffer_attach(battach, bsize);
 
-    double t0 = MPI_Wtime();
+    double t0 = MPI_Wtime(), next_progress = 60;
     long rounds = 0;
     unsigned long long sent = 0, received = 0, bytes = 0, planned = 0;
     int last = 0;
@@ -300,6 +300,13 @@ int main(int argc, char **argv)
         int stop = (me == 0 && MPI_Wtime() - t0 >= seconds) || (max_messages && planned >= max_messages);
         MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         last = stop;
+        /* a line a minute, so a long run stopped at its limit shows whether
+         * it was slow or stuck, and where */
+        if (me == 0 && MPI_Wtime() - t0 >= next_progress) {
+            printf("soak: progress rounds %ld planned %llu seconds %.0f\n", rounds, planned, MPI_Wtime() - t0);
+            fflush(stdout);
+            next_progress += 60;
+        }
         /* sends */
         for (int i = 0; i < n; ++i) {
             msg_t *m = &ms[i];
