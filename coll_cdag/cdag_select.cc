@@ -20,7 +20,8 @@
  *  Alltoall             blk <= 1 KiB                   Linear, window 0 (p <= 32) or 32
  *                       blk <= 64 KiB                  Linear, window 8
  *                       otherwise                      Pairwise
- *  ReduceScatter(Block) commutative, n <= 8 KiB        ReduceThenScatter, KnomialTree k=2
+ *  ReduceScatter(Block) p == 2, n <= 64 KiB            Pairwise (one exchange)
+ *                       commutative, n <= 8 KiB        ReduceThenScatter, KnomialTree k=2
  *                       commutative                    Ring, 64 KiB segments
  *                       non-commutative, n <= 64 KiB   ReduceThenScatter, KnomialTree k=2
  *                       non-commutative                Pairwise
@@ -113,6 +114,7 @@ AlgoChoice select(const CollSpec &c) {
     case Coll::ReduceScatter: {
         const uint64_t n =
             (c.coll == Coll::ReduceScatter ? sum(c.counts, p) : c.count * uint64_t(p)) * c.elem_size;
+        if (p == 2 && n <= 64 * KiB) return make(Algo::Pairwise);  // one exchange, not two hops
         if (n <= (c.commutative ? 8 : 64) * KiB) return make(Algo::ReduceThenScatter, 2, 0, 0, Algo::KnomialTree);
         return c.commutative ? make(Algo::Ring, 2, 64 * KiB) : make(Algo::Pairwise);
     }

@@ -1298,6 +1298,11 @@ TEST(CdagSelect, TwoRanksMoveWholeMessages) {
         for (const TestOp *op : {&kSum, &kHash}) {
             World w = make_world(Coll::Allreduce, 2, 0, count, op, false, count);
             EXPECT_EQ(select(w.spec[0]).algo, Algo::Butterfly) << describe(w, select(w.spec[0]));
+            /* small reduce_scatter: one exchange, not a reduce and a scatter */
+            World rs = make_world(Coll::ReduceScatterBlock, 2, 0, count, op, false, count);
+            if (count * 2 * rs.spec[0].elem_size <= 65536) {
+                EXPECT_EQ(select(rs.spec[0]).algo, Algo::Pairwise) << describe(rs, select(rs.spec[0]));
+            }
         }
     }
 }
@@ -1334,7 +1339,9 @@ TEST(CdagSelect, TwoRankAutoVariantsRunCorrectly) {
         uint64_t count;
     };
     const C cases[] = {{Coll::Bcast, nullptr, 300000}, {Coll::Reduce, &kSum, 90000}, {Coll::Reduce, &kHash, 40000},
-                       {Coll::Allreduce, &kSum, 40000}, {Coll::Allreduce, &kHash, 20000}};
+                       {Coll::Allreduce, &kSum, 40000}, {Coll::Allreduce, &kHash, 20000},
+                       {Coll::ReduceScatterBlock, &kSum, 1000}, {Coll::ReduceScatterBlock, &kHash, 3000},
+                       {Coll::ReduceScatter, &kHash, 3000}};
     for (const C &x : cases)
         for (int root : {0, 1})
             for (bool in_place : {false, true}) {
