@@ -135,6 +135,11 @@ enum class Status : uint8_t { Ok, BadArgs, Unsupported };
  * shared counts[], commutativity), so all ranks choose the same. */
 AlgoChoice select(const CollSpec &spec);
 
+/* The pipelining segment select() gives deep trees for a message of n
+ * bytes: the power of two nearest sqrt(n x 32 KiB), at least 64 KiB (see
+ * cdag_select.cc). */
+uint64_t pipeline_segment(uint64_t n);
+
 /* The variant generate() builds for (spec, choice): choice itself, or
  * select()'s answer when choice.algo is Auto.  generate() calls it, and so
  * does coll/cdag's verbose output: one rule, never a copy. */

@@ -6,12 +6,12 @@
  *
  *  collective           condition                      variant
  *  Barrier              always                         Dissemination
- *  Bcast, Reduce        n <= 4 KiB                     KnomialTree k=2 (binomial), whole
- *                       n <= 256 KiB or n/64KiB < 2p   KaryTree k=2, 16 KiB segments
- *                       otherwise                      Chain, 64 KiB segments
- *  Allreduce            n <= 8 KiB or count < p        Butterfly (any op)
- *                       commutative                    Ring, 64 KiB segments
- *                       non-commutative                ReduceBcast, KaryTree k=2, 32 KiB segments
+ *  Bcast, Reduce        n <= 4 KiB or p == 2           KnomialTree k=2 (binomial), whole
+ *                       n/seg(n) < 2p                  KaryTree k=2, seg(n) segments
+ *                       otherwise                      Chain, seg(n) segments
+ *  Allreduce            n <= 8 KiB, count < p, p == 2  Butterfly (any op)
+ *                       commutative                    Ring, 512 KiB segments
+ *                       non-commutative                ReduceBcast, KaryTree k=2, seg(n) segments
  *  Gather, Scatter      n <= 64 KiB                    KnomialTree k=2
  *                       otherwise                      Linear
  *  Allgather            n <= 32 KiB, p power of two    Butterfly
@@ -20,7 +20,8 @@
  *  Alltoall             blk <= 1 KiB                   Linear, window 0 (p <= 32) or 32
  *                       blk <= 64 KiB                  Linear, window 8
  *                       otherwise                      Pairwise
- *  ReduceScatter(Block) commutative, n <= 8 KiB        ReduceThenScatter, KnomialTree k=2
+ *  ReduceScatter(Block) p == 2, n <= 64 KiB            Pairwise (one exchange)
+ *                       commutative, n <= 8 KiB        ReduceThenScatter, KnomialTree k=2
  *                       commutative                    Ring, 64 KiB segments
  *                       non-commutative, n <= 64 KiB   ReduceThenScatter, KnomialTree k=2
  *                       non-commutative                Pairwise
@@ -32,8 +33,21 @@
  *
  * Non-commutative reductions only ever get order-preserving variants
  * (trees rooted at rank 0 or hopping through it, butterflies, pairwise
- * with a rank-ordered combine, chains).  The thresholds are starting
- * points for tuning on real hardware, not measurements.
+ * with a rank-ordered combine, chains).
+ *
+ * Segments.  Every schedule message larger than UCX's eager limit (8 KiB
+ * on shared memory) is a rendezvous of its own (RTS, get, ATS): about 3 us
+ * each on the development machine, against ~85 us per MiB of copying.  At
+ * 2 ranks a tree is one hop, nothing pipelines, and OSU at np 2 (ob1,
+ * 64 KiB - 4 MiB) measured whole messages 1.5-2x faster than the former
+ * 16 / 64 KiB segments for bcast and reduce; a 2-rank allreduce is fastest
+ * as one exchange and two local reductions (butterfly: 0.5-0.6x the time
+ * of the ring with 64 KiB segments, 64 KiB - 4 MiB).  Deeper trees
+ * pipeline with seg(n), the power of two nearest sqrt(n x 32 KiB) and at
+ * least 64 KiB: the segment that balances the per-message cost o against
+ * the pipeline's fill time (o x bandwidth ~ 32 KiB here).  The thresholds
+ * for p > 2 follow that model; they were not measurable on a 2-core
+ * machine (np 4 oversubscribed moves single runs 2-10x).
  */
 #include "cdag_coll.h"
 
@@ -54,9 +68,10 @@ AlgoChoice make(Algo a, int radix = 2, uint64_t seg = 0, int window = 0, Algo tr
 }
 
 AlgoChoice rooted_tree(uint64_t n, int p) {
-    if (n <= 4 * KiB) return make(Algo::KnomialTree, 2);
-    if (n <= 256 * KiB || n / (64 * KiB) < uint64_t(2 * p)) return make(Algo::KaryTree, 2, 16 * KiB);
-    return make(Algo::Chain, 1, 64 * KiB);
+    if (n <= 4 * KiB || p == 2) return make(Algo::KnomialTree, 2);
+    const uint64_t seg = pipeline_segment(n);
+    if (n / seg < uint64_t(2 * p)) return make(Algo::KaryTree, 2, seg);
+    return make(Algo::Chain, 1, seg);
 }
 
 uint64_t sum(const uint64_t *v, int p) {
@@ -67,6 +82,13 @@ uint64_t sum(const uint64_t *v, int p) {
 
 }  // namespace
 
+uint64_t pipeline_segment(uint64_t n) {
+    uint64_t seg = 64 * KiB;
+    /* nearest power of two to sqrt(n * 32 KiB): seg^2 within [n*16K, n*64K) */
+    while (seg * seg < n * 16 * KiB) seg *= 2;
+    return seg;
+}
+
 AlgoChoice select(const CollSpec &c) {
     const int p = c.size;
     const uint64_t red_bytes = c.count * c.elem_size;
@@ -75,9 +97,9 @@ AlgoChoice select(const CollSpec &c) {
     case Coll::Bcast: return rooted_tree(c.count, p);
     case Coll::Reduce: return rooted_tree(red_bytes, p);
     case Coll::Allreduce:
-        if (red_bytes <= 8 * KiB || c.count < uint64_t(p)) return make(Algo::Butterfly);
-        if (c.commutative) return make(Algo::Ring, 2, 64 * KiB);
-        return make(Algo::ReduceBcast, 2, 32 * KiB, 0, Algo::KaryTree);
+        if (red_bytes <= 8 * KiB || c.count < uint64_t(p) || p == 2) return make(Algo::Butterfly);
+        if (c.commutative) return make(Algo::Ring, 2, 512 * KiB);
+        return make(Algo::ReduceBcast, 2, pipeline_segment(red_bytes), 0, Algo::KaryTree);
     case Coll::Gather:
     case Coll::Scatter:
         return c.count * p <= 64 * KiB ? make(Algo::KnomialTree, 2) : make(Algo::Linear);
@@ -92,6 +114,7 @@ AlgoChoice select(const CollSpec &c) {
     case Coll::ReduceScatter: {
         const uint64_t n =
             (c.coll == Coll::ReduceScatter ? sum(c.counts, p) : c.count * uint64_t(p)) * c.elem_size;
+        if (p == 2 && n <= 64 * KiB) return make(Algo::Pairwise);  // one exchange, not two hops
         if (n <= (c.commutative ? 8 : 64) * KiB) return make(Algo::ReduceThenScatter, 2, 0, 0, Algo::KnomialTree);
         return c.commutative ? make(Algo::Ring, 2, 64 * KiB) : make(Algo::Pairwise);
     }

@@ -51,6 +51,7 @@ typedef struct cdag_call {
     ompi_op_t *op;
     int root;
     int in_place;  /* MPI_IN_PLACE (as the send buffer, or scatter(v)'s receive buffer at the root) */
+    int as_block;  /* an MPI_Reduce_scatter with equal counts, run as reduce_scatter_block */
 } cdag_call_t;
 
 typedef struct mca_coll_cdag_module {

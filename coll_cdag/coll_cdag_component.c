@@ -81,7 +81,7 @@ static const char *algo_words[CDAG_NCOLL] = {
 static char *coll_list = NULL;
 static char *algo_values[CDAG_NCOLL];
 static char *progress_value = NULL;
-static unsigned long long seg_size = 0, eager_size = 8192;
+static unsigned long long seg_size = 0, eager_size = 8192, eager_limit = 65536;
 static mca_base_var_enum_t *progress_enum = NULL;
 static char *throttle_value = NULL;
 static int throttle_rank_limit, throttle_node_tokens, throttle_concurrency, throttle_recover, throttle_cache;
@@ -95,7 +95,7 @@ static unsigned long long throttle_bpt;
 #define ANY_SIZE 0x7fffffffffffffffULL
 #define COLL_WORDS "all|barrier|bcast|reduce|allreduce|gather|scatter|allgather|alltoall|" \
     "reduce_scatter_block|reduce_scatter|scan|exscan|gatherv|scatterv|allgatherv|alltoallv"
-enum { N_FIXED_RULES = 17 };
+enum { N_FIXED_RULES = 18 };
 static rdrp_param_rule_t param_rules[N_FIXED_RULES + CDAG_NCOLL] = {
     C_INT("priority", mca_coll_cdag_params.priority, -1, 100),
     C_INT("verbose", mca_coll_cdag_params.verbose, 0, 100),
@@ -106,6 +106,7 @@ static rdrp_param_rule_t param_rules[N_FIXED_RULES + CDAG_NCOLL] = {
     C_INT("window", mca_coll_cdag_params.window, 0, 1 << 20),
     C_INT("shadow_buffers", mca_coll_cdag_params.eager_buffers, 0, 1 << 16),
     C_ULL("shadow_buffer_size", eager_size, 16ULL << 20),
+    C_ULL("eager_limit", eager_limit, 16ULL << 20),
     C_WORD("throttle", throttle_value, "off|rank|node"),
     C_INT("throttle_rank_limit", throttle_rank_limit, 0, 1 << 20),
     C_INT("throttle_node_tokens", throttle_node_tokens, 1, 1 << 20),
@@ -172,6 +173,13 @@ static int cdag_register(void)
     (void)mca_base_component_var_register(c, "shadow_buffer_size", help_with_range("shadow_buffer_size", "Size of a shadow buffer in bytes"),
         MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_6,
         MCA_BASE_VAR_SCOPE_READONLY, &eager_size);
+    eager_limit = 65536;
+    (void)mca_base_component_var_register(c, "eager_limit", help_with_range("eager_limit", "Schedule messages up to this many bytes "
+        "go as UCX eager active messages (copied through shared memory), larger ones by UCX's rendezvous "
+        "(RTS, get, ATS); 0: UCX's own threshold (8 KiB on shared memory).  A rendezvous costs about 3 us "
+        "more, so eager wins up to some 64 KiB on one node"),
+        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5,
+        MCA_BASE_VAR_SCOPE_READONLY, &eager_limit);
     throttle_value = "off";
     (void)mca_base_component_var_register(c, "throttle", help_with_range("throttle", "Token throttling of schedule messages (admission control before injection): off, rank "
         "(at most coll_cdag_throttle_rank_limit messages in flight per rank), or node (also a "
@@ -362,6 +370,7 @@ static int cdag_open(void)
     cfg.throttle_cache = throttle_cache;
     cfg.eager_buffers = (size_t)(p->eager_buffers > 0 ? p->eager_buffers : 0);
     cfg.eager_size = (size_t)eager_size;
+    cfg.eager_limit = (uint64_t)eager_limit;
     for (int i = 0; i < CDAG_NCOLL; ++i) {
         int a = parse_algo(algo_values[i]);
         if (a < 0) {

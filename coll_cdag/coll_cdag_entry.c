@@ -67,10 +67,21 @@ static void describe_reduce_scatter_block(cdag_call_t *c, const void *sbuf, void
     describe_reduction(c, CDAG_REDUCE_SCATTER_BLOCK, sbuf, rbuf, rcount, dt, op);
 }
 
+/* Equal counts everywhere (the common case) make it a reduce_scatter_block
+ * of that count: the same result, and its plan is cached and its executor
+ * reused (counts arrays are not part of the plan cache's key, so a true
+ * v-form call generates and compiles its schedule each time: 2-5 us at
+ * np 2, OSU's osu_reduce_scatter measured 4x coll/tuned that way). */
 static void describe_reduce_scatter(cdag_call_t *c, const void *sbuf, void *rbuf, const int *rcounts,
                                     ompi_datatype_t *dt, ompi_op_t *op, ompi_communicator_t *comm)
 {
-    (void)comm;
+    int n = ompi_comm_size(comm), equal = 1;
+    for (int i = 1; i < n && equal; i++) equal = rcounts[i] == rcounts[0];
+    if (equal) {
+        describe_reduction(c, CDAG_REDUCE_SCATTER_BLOCK, sbuf, rbuf, rcounts[0], dt, op);
+        c->as_block = 1;
+        return;
+    }
     describe_reduction(c, CDAG_REDUCE_SCATTER, sbuf, rbuf, 0, dt, op);
     c->rcount = 0;
     c->rcounts = rcounts;

@@ -49,6 +49,7 @@ typedef struct cdag_glue_config {
     int      throttle_cache;      /* tokens a rank keeps between messages; < 0: node_tokens / (2 x local ranks) */
     size_t eager_buffers;     /* pre-allocated shadow buffers for unexpected small messages */
     size_t eager_size;        /* their size */
+    uint64_t eager_limit;     /* messages up to this size are sent eager (0: UCX decides) */
     cdag_glue_algo_t algo[CDAG_NCOLL];
 } cdag_glue_config_t;
 

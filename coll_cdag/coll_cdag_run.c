@@ -235,7 +235,9 @@ static void vside_unpack(const vside_t *v, const char *stage)
 int mca_coll_cdag_takes(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, const cdag_call_t *c)
 {
     (void)comm;
-    if (!m->gc || !(mca_coll_cdag_params.enabled_mask & (1u << c->coll))) return 0;
+    /* coll_cdag_collectives names what the application called */
+    const int called = c->as_block ? CDAG_REDUCE_SCATTER : c->coll;
+    if (!m->gc || !(mca_coll_cdag_params.enabled_mask & (1u << called))) return 0;
     if (is_reduction(c->coll)) {
         /* the engine combines contiguous elements with ompi_op_reduce */
         ompi_datatype_t *dt = c->sdtype;

@@ -13,7 +13,9 @@
  *    of them non-commutative;
  *  - many concurrent nonblocking collectives on one communicator and on
  *    several (dup, split);
- *  - v-variants with per-rank counts and gapped displacements.
+ * *  - v-variants with per-rank counts and gapped displacements;
+ *  - MPI_Reduce_scatter with equal counts (coll/cdag runs it as
+ *    reduce_scatter_block).
  * Run under any coll configuration (the MPI test configs select coll/cdag
  * and force its variants); with MPITEST_VERBOSE=1 it prints the MPI_T
  * counters of coll/cdag, which must show work when it is selected.
@@ -123,7 +125,8 @@ static void test_bcast(int form)
 
 /* ------------------------------------------------------------ reductions */
 typedef struct { int coll; MPI_Comm comm; int n, root, inplace; MPI_Op op; int *in, *out; int *rcounts; } red_t;
-enum { R_REDUCE, R_ALLREDUCE, R_SCAN, R_EXSCAN, R_RSB, R_RS };
+/* R_RSE: MPI_Reduce_scatter with equal counts (coll/cdag runs it as the block form) */
+enum { R_REDUCE, R_ALLREDUCE, R_SCAN, R_EXSCAN, R_RSB, R_RS, R_RSE };
 
 static int red_expect(MPI_Op op, long i, int upto, int salt)
 {
@@ -174,7 +177,7 @@ static int red_call(void *p, int form, MPI_Request *rq)
 static long red_total(red_t *t)
 {
     if (t->coll == R_RSB) return (long)t->n * size;
-    if (t->coll == R_RS) {
+    if (t->coll == R_RS || t->coll == R_RSE) {
         long s = 0;
         for (int r = 0; r < size; r++) s += t->rcounts[r];
         return s;
@@ -208,6 +211,7 @@ static void red_check(void *p, int salt)
         break;
     case R_RSB: base = (long)rank * t->n; break;
     case R_RS:
+    case R_RSE:
         for (int r = 0; r < rank; r++) base += t->rcounts[r];
         n = t->rcounts[rank];
         break;
@@ -227,11 +231,11 @@ static void test_reductions(int form)
 {
     MPI_Op ops[] = {MPI_SUM, MPI_MAX, OP_USERSUM, OP_LEFT};
     int *rcounts = mt_malloc(sizeof(int) * (size_t)size);
-    for (int coll = R_REDUCE; coll <= R_RS; coll++) {
+    for (int coll = R_REDUCE; coll <= R_RSE; coll++) {
         for (int k = 0; k < NCOUNTS; k++) {
             int n = counts[k] / 4 + (counts[k] > 0);
             if (counts[k] == 0) n = 0;
-            for (int r = 0; r < size; r++) rcounts[r] = (n + r) % 5 + (r == 1 ? n : 0);
+            for (int r = 0; r < size; r++) rcounts[r] = coll == R_RSE ? n : (n + r) % 5 + (r == 1 ? n : 0);
             for (int o = 0; o < 4; o++) {
                 for (int inplace = 0; inplace < 2; inplace++) {
                     if (coll == R_EXSCAN && inplace) continue; /* rank 0's buffer: allowed but untestable */

@@ -5,7 +5,8 @@
  * buffers for early arrivals, staging) in the MPI_T variable
  * coll_cdag_allocations; after a few warm-up calls of each kind, 50 more
  * calls of the same kind must not move it.  Kinds: blocking allreduce
- * (8 B, 64 KiB), bcast (1 KiB, 1 MiB), allgather, alltoall, barrier;
+ * (8 B, 64 KiB), bcast (1 KiB, 1 MiB), allgather, alltoall, barrier,
+ * reduce_scatter with equal counts;
  * nonblocking iallreduce and ibcast; a persistent allreduce (MPIX
  * Allreduce_init) started repeatedly.  Results are checked too.
  *
@@ -96,6 +97,25 @@ static void c_alltoall(long bytes, int iter)
         CHECK_BUF(ba + (size_t)j * (size_t)bytes, (size_t)bytes, j, rank, iter, "alltoall from %d", j);
 }
 
+/* equal counts: coll/cdag runs it as reduce_scatter_block, whose plan is
+ * cached (a v-form call would compile its schedule every time) */
+static void c_reduce_scatter(long bytes, int iter)
+{
+    long n = bytes / (long)sizeof(int);
+    int counts[64];
+    for (int j = 0; j < size; j++) counts[j] = (int)n;
+    fill_sum(n * size, iter);
+    CHECK_MPI(MPI_Reduce_scatter(sb, rb, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    for (long i = 0; i < n; i++) {
+        long g = (long)rank * n + i, want = 0;
+        for (int r = 0; r < size; r++) want += (r + 1) * (g % 17 + 1) + iter;
+        if (rb[i] != (int)want) {
+            CHECK(0, "reduce_scatter: element %ld is %d, expected %ld", i, rb[i], want);
+            return;
+        }
+    }
+}
+
 static void c_barrier(long bytes, int iter)
 {
     (void)bytes;
@@ -142,6 +162,10 @@ int main(int argc, char **argv)
         steady("allgather", c_allgather, 64);
         steady("alltoall", c_alltoall, 65536);
         steady("barrier", c_barrier, 0);
+        if (size <= 64) {
+            steady("reduce_scatter", c_reduce_scatter, 16);
+            steady("reduce_scatter", c_reduce_scatter, 65536 / size / 4 * 4);
+        }
         steady("iallreduce", c_iallreduce, 4096);
         steady("ibcast", c_ibcast, 65536);
 

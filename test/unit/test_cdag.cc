@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -1271,6 +1272,83 @@ TEST(CdagSelect, AutoVariantsRunCorrectlyOnLargerMessages) {
             World w = make_world(x.c, p, 1, x.count, x.op, false, ++seed);
             ASSERT_EQ(run_one(w, algo(Algo::Auto), ++seed), "") << describe(w, select(w.spec[0]));
         }
+}
+
+/* At 2 ranks a rooted tree is one hop: nothing pipelines, and every extra
+ * segment is one more rendezvous.  Bcast and Reduce go as one message at
+ * every size, Allreduce as one exchange (any op). */
+TEST(CdagSelect, TwoRanksMoveWholeMessages) {
+    for (uint64_t count : {uint64_t(1), uint64_t(4097), uint64_t(65536), uint64_t(300000), uint64_t(4u << 20)}) {
+        for (Coll c : {Coll::Bcast, Coll::Reduce})
+            for (const TestOp *op : c == Coll::Reduce ? std::vector<const TestOp *>{&kSum, &kHash}
+                                                      : std::vector<const TestOp *>{nullptr}) {
+                /* (a non-commutative reduce to root 1 combines at rank 0 and
+                 * forwards: two messages, by design) */
+                World w = make_world(c, 2, op == &kHash ? 0 : 1, count, op, false, count);
+                for (int r = 0; r < 2; ++r) {
+                    const AlgoChoice a = select(w.spec[r]);
+                    EXPECT_EQ(a.seg_bytes, 0u) << describe(w, a);
+                    Schedule s;
+                    ASSERT_EQ(generate(w.spec[r], algo(Algo::Auto), &s), Status::Ok) << describe(w, a);
+                    size_t msgs = 0;
+                    for (const auto &o : s.ops()) msgs += o.kind == OpKind::Send || o.kind == OpKind::Recv;
+                    EXPECT_EQ(msgs, 1u) << "rank " << r << ": " << describe(w, a);
+                }
+            }
+        for (const TestOp *op : {&kSum, &kHash}) {
+            World w = make_world(Coll::Allreduce, 2, 0, count, op, false, count);
+            EXPECT_EQ(select(w.spec[0]).algo, Algo::Butterfly) << describe(w, select(w.spec[0]));
+            /* small reduce_scatter: one exchange, not a reduce and a scatter */
+            World rs = make_world(Coll::ReduceScatterBlock, 2, 0, count, op, false, count);
+            if (count * 2 * rs.spec[0].elem_size <= 65536) {
+                EXPECT_EQ(select(rs.spec[0]).algo, Algo::Pairwise) << describe(rs, select(rs.spec[0]));
+            }
+        }
+    }
+}
+
+/* Deeper trees pipeline with the power of two nearest sqrt(n x 32 KiB),
+ * never below 64 KiB (a smaller segment costs more in rendezvous than the
+ * pipeline gains). */
+TEST(CdagSelect, PipelineSegmentIsNearestPowerOfTwoOfTheBalance) {
+    uint64_t prev = 0;
+    for (uint64_t n = 1; n < (uint64_t(1) << 34); n = n * 3 / 2 + 1) {
+        const uint64_t seg = pipeline_segment(n);
+        ASSERT_EQ(seg & (seg - 1), 0u) << n;
+        ASSERT_GE(seg, 65536u) << n;
+        ASSERT_GE(seg, prev) << n;  // monotone in n
+        prev = seg;
+        const double ideal = std::sqrt(double(n) * 32768.0);
+        if (seg > 65536) ASSERT_LE(double(seg), ideal * std::sqrt(2.0) + 1) << n;
+        ASSERT_GE(double(seg), ideal / std::sqrt(2.0) - 1) << n;
+    }
+    for (int p : {3, 4, 8, 64})
+        for (uint64_t count : {uint64_t(4097), uint64_t(65536), uint64_t(300000), uint64_t(4u << 20), uint64_t(64u << 20)}) {
+            World w = make_world(Coll::Bcast, p, 0, count, nullptr, false, count);
+            const AlgoChoice a = select(w.spec[0]);
+            EXPECT_EQ(a.seg_bytes, pipeline_segment(count)) << describe(w, a);
+        }
+}
+
+/* The 2-rank choices on data: non-commutative ops, roots 0 and 1, in place. */
+TEST(CdagSelect, TwoRankAutoVariantsRunCorrectly) {
+    uint64_t seed = base_seed() + 8888;
+    struct C {
+        Coll c;
+        const TestOp *op;
+        uint64_t count;
+    };
+    const C cases[] = {{Coll::Bcast, nullptr, 300000}, {Coll::Reduce, &kSum, 90000}, {Coll::Reduce, &kHash, 40000},
+                       {Coll::Allreduce, &kSum, 40000}, {Coll::Allreduce, &kHash, 20000},
+                       {Coll::ReduceScatterBlock, &kSum, 1000}, {Coll::ReduceScatterBlock, &kHash, 3000},
+                       {Coll::ReduceScatter, &kHash, 3000}};
+    for (const C &x : cases)
+        for (int root : {0, 1})
+            for (bool in_place : {false, true}) {
+                if (in_place && x.c == Coll::Bcast) continue;
+                World w = make_world(x.c, 2, root, x.count, x.op, in_place, ++seed);
+                ASSERT_EQ(run_one(w, algo(Algo::Auto), ++seed), "") << describe(w, select(w.spec[0]));
+            }
 }
 
 TEST(CdagGenerate, RejectsBadArgumentsAndUnsupportedCombinations) {
