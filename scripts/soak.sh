@@ -10,11 +10,11 @@
 #
 # --seconds: per run (default 600, or no limit with --messages);
 # --messages: stop a run once N messages were sent over the job (whichever
-# of the two comes first); --ci: 20 s each of rdrp, rdrp-tiny and
-# ob1-credit at np 3 (about a minute).  Runs niced, against the components
-# of ./build (RDRP_BUILD_DIR).  A run fails on any error the program
-# reports, a non-zero exit, or a hang (killed after S + 180 s, or after
-# --timeout S).  The *-mt configurations run the program with --threads 4
+# of the two comes first); --ci: 15 s each of rdrp, rdrp-tiny, ob1-credit
+# and rdrp-mt at np 3 (about a minute, as 20 s of the first three was).
+# Runs niced, against the components of ./build (RDRP_BUILD_DIR).  A run
+# fails on any error the program reports, a non-zero exit, or a hang
+# (killed after S + 180 s, or after --timeout S).  The *-mt configurations run the program with --threads 4
 # (MPI_THREAD_MULTIPLE, 4 threads per rank on their own communicators, each
 # with checked Ibcast/Iallreduce/Ialltoall under coll/cdag every round; the
 # line adds the collectives).
@@ -56,7 +56,7 @@ while [ $# -gt 0 ]; do
         --timeout) limit=$2; shift 2 ;;
         --np) nps=$2; shift 2 ;;
         --configs) sel=$2; shift 2 ;;
-        --ci) seconds=20; nps=3; sel="rdrp rdrp-tiny ob1-credit"; shift ;;
+        --ci) seconds=15; nps=3; sel="rdrp rdrp-tiny ob1-credit rdrp-mt"; shift ;;
         --list) for c in $order; do echo "$c: ${cfg[$c]}${args[$c]:+ (program: ${args[$c]})}"; done; exit 0 ;;
         -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)"; exit 2 ;;
