@@ -42,8 +42,8 @@
  * thread never sees another's messages and the per-(source, tag, comm)
  * order stays checkable) with its own plan (the seed mixed with the thread
  * index), counters and errors; the datatypes are shared, read-only.  A
- * thread's fence is an Iallreduce + Wait on a fifth, thread-private
- * duplicate, which also carries the thread's checked nonblocking
+ * thread's fence is an Allreduce (even rounds) or Iallreduce + Wait (odd
+ * rounds) on a fifth, thread-private duplicate, which also carries the thread's checked nonblocking
  * collectives of each round, started between its sends and probes and
  * completed with its receives: an Ibcast of 0 B-1 MiB (skewed small) of
  * pattern from a root that moves with the round, an Iallreduce (sum) of a
@@ -443,8 +443,10 @@ static int run_round(worker_t *w, double *next_progress)
     /* the fence: everything pre-posted before anybody sends; rank 0's
      * clock or the message count makes this round the last */
     int stop = (me == 0 && MPI_Wtime() - t0 >= seconds) || (max_messages && w->planned >= max_messages);
-    if (nthreads == 1) {
-        MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (nthreads == 1 || round % 2 == 0) {
+        /* blocking on even rounds, nonblocking + wait on odd ones (both
+         * collective paths, each from 4 threads at once) */
+        MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, w->fence);
     } else {
         MPI_Request fr;
         MPI_Iallreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, w->fence, &fr);
