@@ -711,7 +711,15 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
     /* blocking: drive it here (also under thread progress: the engine
      * thread carries only what the application leaves MPI with) */
     int spins = 0;
-    while (!REQUEST_COMPLETE(&r->nbc.super)) {
+    /* acquire loads, as in request_free: under MPI_THREAD_MULTIPLE another
+     * thread's progress may finish this run, and its release store of
+     * active orders what it wrote (status, received data) and read before
+     * our reads, request_destroy and the reuse of r (ThreadSanitizer,
+     * threaded soak's blocking Allreduce fence, 4 threads: the status read
+     * here, the destroy and the reset in request_get each unordered with
+     * request_finish in the completing thread) */
+    while (__atomic_load_n(&r->nbc.super.req_complete, __ATOMIC_ACQUIRE) != REQUEST_COMPLETED ||
+           __atomic_load_n(&r->active, __ATOMIC_ACQUIRE)) {
         mca_coll_cdag_progress();
         if (++spins >= 64) { spins = 0; opal_progress(); }
     }

@@ -17,7 +17,10 @@
 #             engine thread) with libtsan preloaded into every rank and
 #             scripts/tsan-suppressions.txt (races inside the uninstrumented
 #             Open MPI / PMIx / UCX only; see that file).  A rank's report
-#             fails its test (TSan exit code 66) and is counted.
+#             fails its test (TSan exit code 66) and is counted.  Then 60 s
+#             of the threaded soak (test/soak/soak.c --threads 4, itself
+#             built with TSan) under pml rdrp + coll cdag, inline and with
+#             the cdag engine thread.
 # One line per check, then "N passed, N failed".  Everything runs niced.
 #
 #   scripts/sanitize.sh [asan|valgrind|tsan]... [--quick] [--configs "LIST"] [--np "LIST"]
@@ -43,7 +46,7 @@ while [ $# -gt 0 ]; do
         --configs) configs=$2; shift 2 ;;
         --np) np=$2; shift 2 ;;
         --quick) quick=1; shift ;;
-        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)"; exit 2 ;;
     esac
 done
@@ -160,16 +163,12 @@ for m in "${modes[@]}"; do
         # and every rank died there (SIGSEGV in TSan's rwlock interceptor,
         # from ucm_event_enter).  Without the hooks our registration caches
         # switch themselves off (pml_rdrp/btl_credit reg_cache).
-        # history_size=7 (the largest): with the default, a long-running
-        # rank's older access often comes back as "[failed to restore the
-        # stack]", and a suppression cannot match a stack it cannot see.
-        # Seen once in mt_coll_threads with the engine thread: a request's
-        # reuse (OMPI_REQUEST_INIT in mca_coll_cdag_run) against a read by
-        # the thread that had completed it, stack lost: most likely
-        # ompi_request_complete's read of req_complete_cb, the idiom
-        # suppressed below (the owner learns of the completion in
-        # uninstrumented libmpi).  With the full history: 0 reports in 8
-        # more runs of that test.
+        # history_size=7 (4 M accesses a thread, the most): with the
+        # default, the other side of a report on a request completed by
+        # another thread's progress was often too old to restore ("failed
+        # to restore the stack"), so a suppression naming Open MPI's
+        # function could not match it (threaded soak, coll/cdag request
+        # reuse after ompi_request_complete)
         tsan_rt=$(gcc -print-file-name=libtsan.so)
         export MPITEST_MPIRUN_DEFAULTS="--mca memory ^patcher -x LD_PRELOAD=$tsan_rt -x TSAN_OPTIONS=halt_on_error=0:exitcode=66:second_deadlock_stack=1:history_size=7:suppressions=$supp -x UCX_MEM_EVENTS=no -x UCX_MEM_MALLOC_HOOKS=no -x UCX_MEM_MMAP_HOOK_MODE=none"
         export TEST_BUILD_DIR=$dir/test-mpi-tsan OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$dir/.libs"
@@ -193,6 +192,33 @@ for m in "${modes[@]}"; do
                 result FAIL "tsan-mpi $name: ${line:-no result} (see $out)"
             fi
         done
+        # the threaded soak: 4 threads per rank, each with its own
+        # communicators, p2p of every mode and size, probes, and checked
+        # nonblocking collectives; the program is instrumented too, so its
+        # reads of received bytes must be ordered after our completions
+        soak_bin=$dir/soak/soak
+        soak_np=${np:-2}
+        mkdir -p "$dir/soak"
+        if nice -n 19 mpicc -std=c99 -pthread -O1 -g -fsanitize=thread -Wall -Werror -o "$soak_bin" "$top/test/soak/soak.c"; then
+            for run in "rdrp-mt;--mca pml rdrp --mca coll_cdag_priority 100" \
+                "rdrp-mt-cdag-thread;--mca pml rdrp --mca coll_cdag_priority 100 --mca coll_cdag_progress thread"; do
+                IFS=';' read -r name args <<<"$run"
+                out=$dir/tsan-soak-$name.out
+                # shellcheck disable=SC2086
+                timeout -k 10 600 nice -n 19 mpirun --allow-run-as-root --oversubscribe -np "${soak_np%% *}" \
+                    $MPITEST_MPIRUN_DEFAULTS $args "$soak_bin" --threads 4 --seconds 60 >"$out" 2>&1
+                rc=$?
+                n=$(grep -c 'WARNING: ThreadSanitizer' "$out")
+                line=$(grep '^soak: rounds' "$out" | tail -1)
+                if [ $rc -eq 0 ] && [ "$n" = 0 ] && grep -q 'errors 0 ' <<<"$line"; then
+                    result PASS "tsan-soak $name: ${line#soak: }, 0 ThreadSanitizer reports"
+                else
+                    result FAIL "tsan-soak $name: exit $rc, $n ThreadSanitizer reports, ${line:-no result} (see $out)"
+                fi
+            done
+        else
+            result FAIL "tsan-soak: build"
+        fi
         unset MPITEST_MPIRUN_DEFAULTS TEST_BUILD_DIR OMPI_MCA_mca_base_component_path
         reports=$(cat "$dir"/test-mpi-tsan/logs/*.log 2>/dev/null | grep -c 'WARNING: ThreadSanitizer')
         if [ "$reports" = 0 ]; then

@@ -10,11 +10,14 @@
 #
 # --seconds: per run (default 600, or no limit with --messages);
 # --messages: stop a run once N messages were sent over the job (whichever
-# of the two comes first); --ci: 20 s each of rdrp, rdrp-tiny and
-# ob1-credit at np 3 (about a minute).  Runs niced, against the components
-# of ./build (RDRP_BUILD_DIR).  A run fails on any error the program
-# reports, a non-zero exit, or a hang (killed after S + 180 s, or after
-# --timeout S).
+# of the two comes first); --ci: 15 s each of rdrp, rdrp-tiny, ob1-credit
+# and rdrp-mt at np 3 (about a minute, as 20 s of the first three was).
+# Runs niced, against the components of ./build (RDRP_BUILD_DIR).  A run
+# fails on any error the program reports, a non-zero exit, or a hang
+# (killed after S + 180 s, or after --timeout S).  The *-mt configurations run the program with --threads 4
+# (MPI_THREAD_MULTIPLE, 4 threads per rank on their own communicators, each
+# with checked Ibcast/Iallreduce/Ialltoall under coll/cdag every round; the
+# line adds the collectives).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${RDRP_BUILD_DIR:-$top/build}
@@ -35,8 +38,17 @@ declare -A cfg=(
     [rdrp-throttle]="--mca pml rdrp --mca pml_rdrp_throttle node --mca pml_rdrp_throttle_node_tokens 4"
     [ob1-credit]="--mca pml ob1 --mca btl self,credit"
     [ob1-credit-tiny]="--mca pml ob1 --mca btl self,credit --mca btl_credit_slots 16"
+    [rdrp-mt]="--mca pml rdrp --mca coll_cdag_priority 100"
+    [rdrp-mt-cdag-thread]="--mca pml rdrp --mca coll_cdag_priority 100 --mca coll_cdag_progress thread"
+    [ob1-credit-mt]="--mca pml ob1 --mca btl self,credit --mca coll_cdag_priority 100"
 )
-order="rdrp rdrp-get rdrp-put rdrp-am rdrp-rma rdrp-noshm rdrp-tiny rdrp-credit-static rdrp-throttle ob1-credit ob1-credit-tiny"
+# program arguments beyond the stop condition, per configuration
+declare -A args=(
+    [rdrp-mt]="--threads 4"
+    [rdrp-mt-cdag-thread]="--threads 4"
+    [ob1-credit-mt]="--threads 4"
+)
+order="rdrp rdrp-get rdrp-put rdrp-am rdrp-rma rdrp-noshm rdrp-tiny rdrp-credit-static rdrp-throttle ob1-credit ob1-credit-tiny rdrp-mt rdrp-mt-cdag-thread ob1-credit-mt"
 while [ $# -gt 0 ]; do
     case $1 in
         --seconds) seconds=$2; shift 2 ;;
@@ -44,9 +56,9 @@ while [ $# -gt 0 ]; do
         --timeout) limit=$2; shift 2 ;;
         --np) nps=$2; shift 2 ;;
         --configs) sel=$2; shift 2 ;;
-        --ci) seconds=20; nps=3; sel="rdrp rdrp-tiny ob1-credit"; shift ;;
-        --list) for c in $order; do echo "$c: ${cfg[$c]}"; done; exit 0 ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        --ci) seconds=15; nps=3; sel="rdrp rdrp-tiny ob1-credit rdrp-mt"; shift ;;
+        --list) for c in $order; do echo "$c: ${cfg[$c]}${args[$c]:+ (program: ${args[$c]})}"; done; exit 0 ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)"; exit 2 ;;
     esac
 done
@@ -65,7 +77,7 @@ export OMPI_MCA_mpi_yield_when_idle=1
 mkdir -p "$build/soak"
 bin=$build/soak/soak
 if [ ! -x "$bin" ] || [ "$top/test/soak/soak.c" -nt "$bin" ]; then
-    nice -n 19 mpicc -std=c99 -O2 -Wall -Werror -o "$bin" "$top/test/soak/soak.c" ||
+    nice -n 19 mpicc -std=c99 -pthread -O2 -Wall -Werror -o "$bin" "$top/test/soak/soak.c" ||
         { echo "FAIL soak: build"; echo "0 passed, 1 failed"; exit 1; }
 fi
 pass=0
@@ -79,7 +91,7 @@ for c in $sel; do
         start=$(date +%s)
         # shellcheck disable=SC2086
         timeout -k 10 "$limit" nice -n 19 mpirun --allow-run-as-root --oversubscribe -np "$n" ${cfg[$c]} \
-            "$bin" "${stop[@]}" --seed "$seed" >"$log" 2>&1
+            "$bin" "${stop[@]}" --seed "$seed" ${args[$c]:-} >"$log" 2>&1
         rc=$?
         secs=$(( $(date +%s) - start ))
         line=$(grep '^soak: rounds' "$log" | tail -1)
