@@ -9,6 +9,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "common/credit/credit_endpoint.h"
 
@@ -25,6 +26,8 @@ struct CreditState {
 };
 CreditState cs;
 wire::CreditLimits limits = {false, 0, 0};  /* what gated packets may claim here */
+std::vector<CreditDeferred> deferred;         /* storage of credit_deferred */
+std::vector<uint32_t> deferred_peers;         /* storage of credit_deferred_peers */
 
 
 /* Transmit what the engine asked for; after every engine call. */
@@ -115,6 +118,11 @@ bool credit_init(uint32_t npeers, uint32_t self)
         mca_pml_rdrp_show_help("init-failed", "cannot allocate the credit mailbox", "");
         return false;
     }
+    deferred.assign(npeers, CreditDeferred{0, 0});
+    deferred_peers.assign(npeers, 0);
+    credit_deferred = deferred.data();
+    credit_deferred_peers = deferred_peers.data();
+    credit_deferred_npeers = 0;
     cs.npeers = npeers;
     cs.self = self;
     credit_self_vpid = self;
@@ -130,6 +138,11 @@ bool credit_init(uint32_t npeers, uint32_t self)
 void credit_fini()
 {
     credit_deferred_count = 0;
+    credit_deferred_npeers = 0;
+    credit_deferred = nullptr;
+    credit_deferred_peers = nullptr;
+    deferred.clear();
+    deferred_peers.clear();
     limits = wire::CreditLimits{false, 0, 0};
     credit_engine = nullptr;
     credit_npeers = 0;
@@ -142,19 +155,23 @@ unsigned credit_deferred_count = 0;
 
 const wire::CreditLimits &credit_limits() { return limits; }
 
-CreditDeferred credit_deferred[kCreditMaxDeferred];
+CreditDeferred *credit_deferred = nullptr;
+uint32_t *credit_deferred_peers = nullptr;
+unsigned credit_deferred_npeers = 0;
 
 void credit_settle()
 {
-    unsigned n = credit_deferred_count;
+    const unsigned npeers = credit_deferred_npeers;
     credit_deferred_count = 0;
-    for (unsigned i = 0; i < n; ++i) {
+    credit_deferred_npeers = 0;
+    for (unsigned i = 0; i < npeers; ++i) {
+        const uint32_t src = credit_deferred_peers[i];
+        const CreditDeferred d = credit_deferred[src];
+        credit_deferred[src] = CreditDeferred{0, 0};
         /* the mailbox holds one more packet for the moment of its arrival */
         uint64_t used = cs.ep->held_slots() + 1;
-        if (cs.ep->on_data_consumed(credit_deferred[i].src, credit_deferred[i].piggy) ==
-            credit::CreditEndpoint::kProtocolError) {
-            bad_header("data packet beyond the credits granted (mailbox would overflow)",
-                       credit_deferred[i].src);
+        if (cs.ep->on_data_consumed_batch(src, d.n, d.piggy) == credit::CreditEndpoint::kProtocolError) {
+            bad_header("data packet beyond the credits granted (mailbox would overflow)", src);
             continue;
         }
         if (used > stats.mailbox_hwm) stats.mailbox_hwm = used;
