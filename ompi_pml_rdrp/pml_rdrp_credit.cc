@@ -25,7 +25,6 @@ struct CreditState {
     uint32_t self = 0;
 };
 CreditState cs;
-wire::CreditLimits limits = {false, 0, 0};  /* what gated packets may claim here */
 std::vector<CreditDeferred> deferred;         /* storage of credit_deferred */
 std::vector<uint32_t> deferred_peers;         /* storage of credit_deferred_peers */
 
@@ -128,7 +127,7 @@ bool credit_init(uint32_t npeers, uint32_t self)
     credit_self_vpid = self;
     credit_engine = cs.ep.get();
     credit_npeers = npeers;
-    limits = wire::CreditLimits{true, cs.slot_size, npeers};
+    credit_limits_now = wire::CreditLimits{true, cs.slot_size, npeers};
     stats.mailbox_slots = cfg.slots;
     RDRP_VERBOSE(2, "credits: %s mode, %u slots of %zu bytes for %u peers, %u credit slots",
                  credit::mode_name(cfg.mode), cfg.slots, cs.slot_size, npeers, cfg.credit_slots);
@@ -143,7 +142,7 @@ void credit_fini()
     credit_deferred_peers = nullptr;
     deferred.clear();
     deferred_peers.clear();
-    limits = wire::CreditLimits{false, 0, 0};
+    credit_limits_now = wire::CreditLimits{false, 0, 0};
     credit_engine = nullptr;
     credit_npeers = 0;
     cs.ep.reset();
@@ -153,7 +152,7 @@ void credit_fini()
 
 unsigned credit_deferred_count = 0;
 
-const wire::CreditLimits &credit_limits() { return limits; }
+wire::CreditLimits credit_limits_now = {false, 0, 0};
 
 CreditDeferred *credit_deferred = nullptr;
 uint32_t *credit_deferred_peers = nullptr;

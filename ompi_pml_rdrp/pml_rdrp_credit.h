@@ -71,7 +71,8 @@ void credit_slot_free(int32_t slot);
 void credit_control(uint32_t src, uint8_t kind, uint32_t credits);
 
 /* What a gated packet may claim here (wire::check_gated). */
-const wire::CreditLimits &credit_limits();
+extern wire::CreditLimits credit_limits_now;  /* set by credit_init/credit_fini only */
+static inline const wire::CreditLimits &credit_limits() { return credit_limits_now; }  /* every arrival checks it */
 
 /* Deferred accounting.  A gated eager packet that meets its receive on
  * arrival never needs mailbox memory: its engine work (take a slot, read
