@@ -9,6 +9,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "common/credit/credit_endpoint.h"
 
@@ -24,7 +25,8 @@ struct CreditState {
     uint32_t self = 0;
 };
 CreditState cs;
-wire::CreditLimits limits = {false, 0, 0};  /* what gated packets may claim here */
+std::vector<CreditDeferred> deferred;         /* storage of credit_deferred */
+std::vector<uint32_t> deferred_peers;         /* storage of credit_deferred_peers */
 
 
 /* Transmit what the engine asked for; after every engine call. */
@@ -115,12 +117,17 @@ bool credit_init(uint32_t npeers, uint32_t self)
         mca_pml_rdrp_show_help("init-failed", "cannot allocate the credit mailbox", "");
         return false;
     }
+    deferred.assign(npeers, CreditDeferred{0, 0});
+    deferred_peers.assign(npeers, 0);
+    credit_deferred = deferred.data();
+    credit_deferred_peers = deferred_peers.data();
+    credit_deferred_npeers = 0;
     cs.npeers = npeers;
     cs.self = self;
     credit_self_vpid = self;
     credit_engine = cs.ep.get();
     credit_npeers = npeers;
-    limits = wire::CreditLimits{true, cs.slot_size, npeers};
+    credit_limits_now = wire::CreditLimits{true, cs.slot_size, npeers};
     stats.mailbox_slots = cfg.slots;
     RDRP_VERBOSE(2, "credits: %s mode, %u slots of %zu bytes for %u peers, %u credit slots",
                  credit::mode_name(cfg.mode), cfg.slots, cs.slot_size, npeers, cfg.credit_slots);
@@ -130,7 +137,12 @@ bool credit_init(uint32_t npeers, uint32_t self)
 void credit_fini()
 {
     credit_deferred_count = 0;
-    limits = wire::CreditLimits{false, 0, 0};
+    credit_deferred_npeers = 0;
+    credit_deferred = nullptr;
+    credit_deferred_peers = nullptr;
+    deferred.clear();
+    deferred_peers.clear();
+    credit_limits_now = wire::CreditLimits{false, 0, 0};
     credit_engine = nullptr;
     credit_npeers = 0;
     cs.ep.reset();
@@ -140,21 +152,25 @@ void credit_fini()
 
 unsigned credit_deferred_count = 0;
 
-const wire::CreditLimits &credit_limits() { return limits; }
+wire::CreditLimits credit_limits_now = {false, 0, 0};
 
-CreditDeferred credit_deferred[kCreditMaxDeferred];
+CreditDeferred *credit_deferred = nullptr;
+uint32_t *credit_deferred_peers = nullptr;
+unsigned credit_deferred_npeers = 0;
 
 void credit_settle()
 {
-    unsigned n = credit_deferred_count;
+    const unsigned npeers = credit_deferred_npeers;
     credit_deferred_count = 0;
-    for (unsigned i = 0; i < n; ++i) {
+    credit_deferred_npeers = 0;
+    for (unsigned i = 0; i < npeers; ++i) {
+        const uint32_t src = credit_deferred_peers[i];
+        const CreditDeferred d = credit_deferred[src];
+        credit_deferred[src] = CreditDeferred{0, 0};
         /* the mailbox holds one more packet for the moment of its arrival */
         uint64_t used = cs.ep->held_slots() + 1;
-        if (cs.ep->on_data_consumed(credit_deferred[i].src, credit_deferred[i].piggy) ==
-            credit::CreditEndpoint::kProtocolError) {
-            bad_header("data packet beyond the credits granted (mailbox would overflow)",
-                       credit_deferred[i].src);
+        if (cs.ep->on_data_consumed_batch(src, d.n, d.piggy) == credit::CreditEndpoint::kProtocolError) {
+            bad_header("data packet beyond the credits granted (mailbox would overflow)", src);
             continue;
         }
         if (used > stats.mailbox_hwm) stats.mailbox_hwm = used;

@@ -71,7 +71,8 @@ void credit_slot_free(int32_t slot);
 void credit_control(uint32_t src, uint8_t kind, uint32_t credits);
 
 /* What a gated packet may claim here (wire::check_gated). */
-const wire::CreditLimits &credit_limits();
+extern wire::CreditLimits credit_limits_now;  /* set by credit_init/credit_fini only */
+static inline const wire::CreditLimits &credit_limits() { return credit_limits_now; }  /* every arrival checks it */
 
 /* Deferred accounting.  A gated eager packet that meets its receive on
  * arrival never needs mailbox memory: its engine work (take a slot, read
@@ -79,20 +80,30 @@ const wire::CreditLimits &credit_limits();
  * by credit_consumed() and done by credit_settle() off the latency path:
  * after the next send has left, when the next receive is posted, when a
  * progress pass finds nothing to do, before any other credit event, and
- * when a send finds no credit.  The
- * engine sees every packet exactly once, in arrival order among deferred
- * packets; until then the packet counts as in flight, so conservation
- * (held + in flight + free = mailbox) holds throughout. */
+ * when a send finds no credit.  The queue is a count and a credit sum per
+ * sender (and the list of senders with something queued): credit_settle()
+ * hands each sender's packets to the engine in one call
+ * (on_data_consumed_batch, equal to one call per packet with the
+ * piggybacked credits read first), so a stream of small messages costs the
+ * engine one call per settle, not one per message.  The engine sees every
+ * packet exactly once, each sender's in arrival order; until then the
+ * packet counts as in flight, so conservation (held + in flight + free =
+ * mailbox) holds throughout. */
 void credit_settle();
-extern unsigned credit_deferred_count;
-struct CreditDeferred { uint32_t src, piggy; };
-constexpr unsigned kCreditMaxDeferred = 64;
-extern CreditDeferred credit_deferred[kCreditMaxDeferred];
+extern unsigned credit_deferred_count;       /* packets queued, all senders */
+constexpr unsigned kCreditMaxDeferred = 64;  /* settle at the latest after this many */
+struct CreditDeferred { uint32_t n, piggy; };
+extern CreditDeferred *credit_deferred;      /* per sender (vpid), credit_npeers entries */
+extern uint32_t *credit_deferred_peers;      /* senders with n != 0, in first-arrival order */
+extern unsigned credit_deferred_npeers;
 /* inline: once per small message that meets its receive */
 static inline void credit_consumed(uint32_t src, uint32_t piggy)
 {
     if (__builtin_expect(credit_deferred_count == kCreditMaxDeferred, 0)) credit_settle();
-    credit_deferred[credit_deferred_count++] = CreditDeferred{src, piggy};
+    ++credit_deferred_count;
+    CreditDeferred &d = credit_deferred[src];
+    if (d.n++ == 0) credit_deferred_peers[credit_deferred_npeers++] = src;
+    d.piggy += piggy;
 }
 static inline void credit_settle_if_due()
 {

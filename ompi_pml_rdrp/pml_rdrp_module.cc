@@ -217,9 +217,11 @@ static int add_comm(ompi_communicator_t *comm)
     cs->comm = comm;
     cs->mq = rdrp_match_create(cs->size);
     cs->eps = static_cast<Endpoint **>(calloc(cs->size > 0 ? cs->size : 1, sizeof(Endpoint *)));
-    if (!cs->mq || !cs->eps) {
+    cs->send_seq = static_cast<uint32_t *>(calloc(cs->size > 0 ? cs->size : 1, sizeof(uint32_t)));
+    if (!cs->mq || !cs->eps || !cs->send_seq) {
         if (cs->mq) rdrp_match_destroy(cs->mq);
         free(cs->eps);
+        free(cs->send_seq);
         delete cs;
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
@@ -248,6 +250,7 @@ static int del_comm(ompi_communicator_t *comm)
     rdrp_match_foreach(cs->mq, drop_item, nullptr);
     rdrp_match_destroy(cs->mq);
     free(cs->eps);
+    free(cs->send_seq);
     delete cs;
     comm->c_pml_comm = nullptr;
     return OMPI_SUCCESS;

@@ -50,7 +50,16 @@ struct CommState {
     ompi_communicator_t *comm;
     int                  size;  /* remote group size (intra: the communicator size) */
     Endpoint           **eps;   /* endpoint per destination rank, filled on first use */
+    uint32_t            *send_seq;  /* per destination rank: the sequence number of the next
+                                     * message (rdrp_match.h), here so a send stamps it
+                                     * without a call into the matching engine */
 };
+
+/* The sequence number of the next message to dst on comm (post-increment). */
+static inline uint32_t next_send_seq(ompi_communicator_t *comm, int dst)
+{
+    return reinterpret_cast<CommState *>(comm->c_pml_comm)->send_seq[dst]++;
+}
 
 /* Handle table: wire ids are (generation << 32 | index), so a stale or
  * forged id from the network never reaches a freed object. */

@@ -231,8 +231,7 @@ int send_start(Request *r)
 int send_admitted(Request *r)
 {
     int rc;
-    CommState *cs = reinterpret_cast<CommState *>(r->comm->c_pml_comm);
-    r->seq = rdrp_match_next_send_seq(cs->mq, r->peer);
+    r->seq = next_send_seq(r->comm, r->peer);
     if (OPAL_UNLIKELY(!r->ep->waiting.empty())) return pacing_enqueue(r);
     bool eager = eager_for(r->ep, r->packed);
     bool gated = false;
@@ -417,8 +416,7 @@ static inline __attribute__((always_inline)) bool ring_send_now(Endpoint *ep, om
         if (!credit_take(peer_vpid(ep), &piggy, false)) return false;  /* wait for credit */
         body = ep->tx.reserve(total);
     }
-    CommState *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
-    uint32_t seq = rdrp_match_next_send_seq(cs->mq, dst);
+    uint32_t seq = next_send_seq(comm, dst);
     ++stats.eager_sent;
     if (OPAL_LIKELY(body != nullptr)) {
         fill_eager_hdr(reinterpret_cast<rdrp_eager_hdr_t *>(body), comm, tag, seq, gated, piggy);
@@ -544,8 +542,7 @@ static bool send_eager_inline(const void *buf, size_t count, ompi_datatype_t *dt
         uint32_t piggy = 0;
         bool gated = credit_gates(ep);
         if (gated && !credit_take_inline(peer_vpid(ep), &piggy, false)) return false;  /* wait for credit */
-        CommState *cs = reinterpret_cast<CommState *>(comm->c_pml_comm);
-        uint32_t seq = rdrp_match_next_send_seq(cs->mq, dst);
+        uint32_t seq = next_send_seq(comm, dst);
         ++stats.eager_sent;
         fill_eager_hdr(&h, comm, tag, seq, gated, piggy);
         ucp_request_param_t p;

@@ -118,7 +118,6 @@ struct Peer {
     List unexpected;  /* in-order arrivals nobody wanted yet, in match order */
     List held;        /* out-of-order arrivals, sorted by distance from expected_seq */
     uint32_t expected_seq = 0;   /* next sequence number to match from this peer */
-    uint32_t next_send_seq = 0;  /* next sequence number we stamp towards this peer */
     int32_t active_prev = kNoPeer;  /* chain of peers with unexpected messages */
     int32_t active_next = kNoPeer;
 };
@@ -141,8 +140,7 @@ struct rdrp_match_queue {
  * peer's sequence numbers near UINT32_MAX without 2^32 messages.  Only
  * valid while the peer has nothing held back.  The component is built with
  * -fvisibility=hidden, so this does not leak out of the PML. */
-extern "C" void rdrp_match_test_set_seq(rdrp_match_queue_t *q, int peer,
-                                        uint32_t expected, uint32_t next_send);
+extern "C" void rdrp_match_test_set_seq(rdrp_match_queue_t *q, int peer, uint32_t expected);
 
 namespace {
 
@@ -287,12 +285,6 @@ void rdrp_match_destroy(rdrp_match_queue_t *q)
     delete q;
 }
 
-uint32_t rdrp_match_next_send_seq(rdrp_match_queue_t *q, int dest)
-{
-    assert(valid_peer(q, dest));
-    return q->peers[dest].next_send_seq++;
-}
-
 rdrp_match_item_t *rdrp_match_post(rdrp_match_queue_t *q, rdrp_match_item_t *recv)
 {
     assert(recv->src == RDRP_ANY_SOURCE || valid_peer(q, recv->src));
@@ -395,12 +387,10 @@ void rdrp_match_foreach(rdrp_match_queue_t *q,
         visit(q->peers[r].held, RDRP_MATCH_KIND_HELD);
 }
 
-void rdrp_match_test_set_seq(rdrp_match_queue_t *q, int peer,
-                             uint32_t expected, uint32_t next_send)
+void rdrp_match_test_set_seq(rdrp_match_queue_t *q, int peer, uint32_t expected)
 {
     assert(valid_peer(q, peer) && !q->peers[peer].held.head);
     q->peers[peer].expected_seq = expected;
-    q->peers[peer].next_send_seq = next_send;
 }
 
 } // extern "C"

@@ -9,7 +9,8 @@
  * MPI rules implemented here:
  *  - non-overtaking: messages from one source are matched in the order the
  *    source sent them.  Senders stamp every message with a per-(comm, dest)
- *    sequence number (next_send_seq); arrivals carrying a sequence number
+ *    sequence number, 0, 1, 2, ... wrapping at 2^32 (the sender keeps that
+ *    counter: pml/rdrp in its per-communicator state); arrivals carrying a sequence number
  *    other than the expected one are held back until the gap is filled, so
  *    the transport may reorder freely.
  *  - receives are matched in the order they were posted, whether they name a
@@ -60,9 +61,6 @@ typedef void (*rdrp_match_cb_t)(void *ctx, rdrp_match_item_t *arrival,
 rdrp_match_queue_t *rdrp_match_create(int comm_size);
 /* Destroy; queued items are simply forgotten (the caller owns them). */
 void rdrp_match_destroy(rdrp_match_queue_t *q);
-
-/* Sender side: next sequence number for a message to dest (post-increment). */
-uint32_t rdrp_match_next_send_seq(rdrp_match_queue_t *q, int dest);
 
 /* Post a receive.  If an unexpected arrival matches, it is removed from the
  * unexpected queue and returned (the receive is NOT queued); otherwise the

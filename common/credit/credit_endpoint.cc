@@ -90,6 +90,19 @@ int32_t CreditEndpoint::on_data_consumed(uint32_t src, uint32_t credits)
     return kNoSlot;
 }
 
+int32_t CreditEndpoint::on_data_consumed_batch(uint32_t src, uint32_t n, uint32_t credits)
+{
+    if (src >= cfg_.npeers || slots_.full()) {
+        stats_.protocol_errors += n;  /* each of the n calls would have refused */
+        return kProtocolError;
+    }
+    if (credits != 0)
+        sender_.on_credits(src, credits);
+    stats_.data_received += n;
+    receiver_.on_retrieved_n(src, n);
+    return kNoSlot;
+}
+
 bool CreditEndpoint::pop_control(ControlPacket *out)
 {
     if (control_.empty())

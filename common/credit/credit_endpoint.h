@@ -83,6 +83,13 @@ public:
      * the slot-table traffic.  Returns kNoSlot, or kProtocolError as
      * on_packet() would. */
     int32_t on_data_consumed(uint32_t src, uint32_t credits);
+    /* n (>= 1) such packets from src together, carrying `credits`
+     * piggybacked credits between them: exactly on_data_consumed(src,
+     * credits) followed by n - 1 on_data_consumed(src, 0) (the credits
+     * are read first, which the stream order allows: they were granted
+     * before any of the n packets was accounted), at the cost of about
+     * one.  pml/rdrp settles its deferred packets per sender this way. */
+    int32_t on_data_consumed_batch(uint32_t src, uint32_t n, uint32_t credits);
 
     /* ---- control packets to transmit ---- */
     bool pop_control(ControlPacket *out);

@@ -71,6 +71,35 @@ void CreditReceiver::on_retrieved(uint32_t src)
     }
 }
 
+void CreditReceiver::on_retrieved_n(uint32_t src, uint32_t n)
+{
+    while (n != 0) {
+        /* k packets that cannot reach a threshold or break the quota
+         * before the last of them; anywhere near an edge (a round due,
+         * a deferred round, a protocol error) one packet at a time */
+        uint32_t k = 1;
+        if (mode_ == Mode::kStatic) {
+            const uint32_t r = static_retrieved_[src];
+            if (r < static_threshold_ && r < quota_)
+                k = std::min({n, static_threshold_ - r, quota_ - r});
+            if (k > 1) {
+                /* the first k - 1 only count; the last goes the full way */
+                static_retrieved_[src] += k - 1;
+                static_retrieved_total_ += k - 1;
+            }
+        } else {
+            const DynamicPeer &p = peers_[src];
+            const uint32_t head = fifo_.head(src);
+            if (p.retrieved < head && p.current >= n)
+                k = std::min(n, head - p.retrieved);
+            if (k > 1)
+                consume(src, k - 1);  /* below the head: check_regular would do nothing */
+        }
+        on_retrieved(src);
+        n -= k;
+    }
+}
+
 uint32_t CreditReceiver::piggyback_for(uint32_t dst)
 {
     if (!piggyback_)

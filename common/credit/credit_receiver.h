@@ -81,6 +81,11 @@ public:
      * request) has left the mailbox: its slot is free.  May emit a credit
      * packet to src and, at a monitoring point, a return request to a victim. */
     void on_retrieved(uint32_t src);
+    /* n such packets from src at once: exactly n on_retrieved(src) calls
+     * (the same rounds, credit packets, requests and counters), but the
+     * stretches where no threshold can be reached cost one step each
+     * instead of one per packet. */
+    void on_retrieved_n(uint32_t src, uint32_t n);
     /* A compulsory return response from src, handing back `returned`
      * credits, has left the mailbox (its own slot is free too).  Clears the
      * blocked flag; may emit a credit packet to src.  Dynamic mode only. */
