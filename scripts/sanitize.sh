@@ -69,6 +69,16 @@ result() {  # result PASS|FAIL text
     if [ "$1" = PASS ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 }
 
+mpi_result() {  # mpi_result label out: one result line from a run_mpi_tests.sh output
+    local line
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$2" | tail -1)
+    if [ -n "$line" ] && [ "$(echo "$line" | cut -d' ' -f3)" = 0 ]; then
+        result PASS "$1: $line"
+    else
+        result FAIL "$1: ${line:-no result} (see $2)"
+    fi
+}
+
 # configure + build a sanitizer tree once (reconfigured if the flags differ)
 build_tree() {  # dir configure-flags...
     local dir=$1
@@ -190,12 +200,7 @@ for m in "${modes[@]}"; do
             nice -n 19 bash "$top/test/mpi/run_mpi_tests.sh" --np "${np:-2}" --timeout 600 --only "$only" \
                 --label "tsan-$name" -- $args >"$out" 2>&1
             grep -E '^(PASS|FAIL)' "$out"
-            line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
-            if [ -n "$line" ] && [ "$(echo "$line" | cut -d' ' -f3)" = 0 ]; then
-                result PASS "tsan-mpi $name: $line"
-            else
-                result FAIL "tsan-mpi $name: ${line:-no result} (see $out)"
-            fi
+            mpi_result "tsan-mpi $name" "$out"
         done
         unset MPITEST_MPIRUN_DEFAULTS TEST_BUILD_DIR OMPI_MCA_mca_base_component_path
         reports=$(cat "$dir"/test-mpi-tsan/logs/*.log 2>/dev/null | grep -c 'WARNING: ThreadSanitizer')
@@ -222,12 +227,7 @@ for m in "${modes[@]}"; do
             nice -n 19 bash "$top/test/mpi/run_mpi_tests.sh" --np "${np:-$nps}" --only "${only:-.}" \
                 --label "leaks-$name" -- $strict $args >"$out" 2>&1
             grep -E '^FAIL' "$out"
-            res=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
-            if [ -n "$res" ] && [ "$(echo "$res" | cut -d' ' -f3)" = 0 ]; then
-                result PASS "leaks $name: $res"
-            else
-                result FAIL "leaks $name: ${res:-no result} (see $out)"
-            fi
+            mpi_result "leaks $name" "$out"
         done
         unset TEST_BUILD_DIR OMPI_MCA_mca_base_component_path MPITEST_FAIL_ON_LEAK
         reports=$(cat "$build"/test-mpi-leaks/logs/*.log 2>/dev/null | grep -c 'leak-check ')
