@@ -29,6 +29,9 @@
 #             leak_* tests, which leak on purpose, are not in these
 #             configurations' test sets (they run in rdrp-leak,
 #             btl-credit-leak, coll-cdag-rdrp-leak of the ordinary suite).
+#             p2p_truncate skips its MPI_Sendrecv truncation here: Open MPI
+#             4.1.4's MPI_Sendrecv leaves its failed receive request (one
+#             "requests" per call whatever the PML).
 # One line per check, then "N passed, N failed".  Everything runs niced.
 #
 #   scripts/sanitize.sh [asan|valgrind|tsan|leaks]... [--quick] [--configs "LIST"]
@@ -213,7 +216,7 @@ for m in "${modes[@]}"; do
     leaks)
         build=${RDRP_BUILD_DIR:-$top/build}
         echo "== finalize leak check of the MPI tests ($build): $leak_configs"
-        strict="--mca pml_rdrp_finalize_check 2 --mca btl_credit_finalize_check 2 --mca coll_cdag_finalize_check 2"
+        strict="--mca pml_rdrp_finalize_check 2 --mca btl_credit_finalize_check 2 --mca coll_cdag_finalize_check 2 -x MPITEST_FAIL_ON_LEAK=1"
         export TEST_BUILD_DIR=$build/test-mpi-leaks OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$build/.libs"
         export MPITEST_FAIL_ON_LEAK=1
         mkdir -p "$TEST_BUILD_DIR/logs"
