@@ -212,8 +212,8 @@ static int credit_register(void)
             "before giving up (a dead peer must not hang MPI_Finalize)",
             MCA_BASE_VAR_TYPE_DOUBLE, NULL, OPAL_INFO_LVL_6, &p->finalize_timeout);
     p->finalize_check = 1;
-    reg_var("finalize_check", "Finalize leak check, after the BTL's own clean-up: 0 off; 1 one finalize-leak "
-            "message per process naming every object still alive; 2 the same, and the BTL's finalize returns an "
+    reg_var("finalize_check", "Finalize leak check, after the BTL's own clean-up: 0 off; 1 (default) one "
+            "finalize-leak message per process naming every object still alive; 2 the same, and the BTL's finalize returns an "
             "error.  Every object counted (fragments, control packets, RDMA operations, arrivals, registrations, "
             "rkeys, UCX endpoints and requests) is the BTL's own: the application's requests and messages are "
             "the PML's (ob1), so a report is a bug",

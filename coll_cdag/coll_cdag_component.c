@@ -138,9 +138,11 @@ static int cdag_register(void)
         "over coll/tuned (30) above 30.  Default -1: installed but unused until asked for, "
         "e.g. --mca coll_cdag_priority 100"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, &p->priority);
-    p->finalize_check = 1;
+    /* off by default, as pml/rdrp's: most of what it finds is the
+     * application's (requests and communicators never freed) */
+    p->finalize_check = 0;
     (void)mca_base_component_var_register(c, "finalize_check", help_with_range("finalize_check",
-        "Finalize leak check, when the component closes after its own clean-up: 0 off; 1 one finalize-leak "
+        "Finalize leak check, when the component closes after its own clean-up: 0 off (default); 1 one finalize-leak "
         "message per process naming every object still alive; 2 the same, and the component's close returns an "
         "error.  Requests and communicators never freed and collective messages never received are the "
         "application's; operations, runs, posted receives, queued sends, rendezvous pulls, UCX endpoints and "
