@@ -37,6 +37,7 @@ typedef struct mca_btl_credit_params {
     int    piggyback;          /* return credits on data packets */
     int    reg_cache;          /* cache memory registrations (needs memory-release hooks) */
     double finalize_timeout;   /* seconds finalize waits for endpoints to close */
+    int    finalize_check;     /* finalize leak check: 0 off, 1 report, 2 report and fail */
     int    output;             /* opal_output stream */
 } mca_btl_credit_params_t;
 

@@ -108,6 +108,7 @@ static rdrp_param_rule_t param_rules[] = {
     B_MOD(exclusivity, RDRP_PARAM_U32, 0, 0xffffffffULL),
     B_MOD(latency, RDRP_PARAM_U32, 0, 0xffffffffULL),
     B_MOD(bandwidth, RDRP_PARAM_U32, 0, 0xffffffffULL),
+    B_INT(finalize_check, 0, 2),  /* after the RULE_* indices */
 };
 #define N_RULES ((int)(sizeof(param_rules) / sizeof(param_rules[0])))
 
@@ -210,6 +211,13 @@ static int credit_register(void)
     reg_var("finalize_timeout", "Seconds finalize waits for UCX endpoints to flush and close "
             "before giving up (a dead peer must not hang MPI_Finalize)",
             MCA_BASE_VAR_TYPE_DOUBLE, NULL, OPAL_INFO_LVL_6, &p->finalize_timeout);
+    p->finalize_check = 1;
+    reg_var("finalize_check", "Finalize leak check, after the BTL's own clean-up: 0 off; 1 (default) one "
+            "finalize-leak message per process naming every object still alive; 2 the same, and the BTL's finalize returns an "
+            "error.  Every object counted (fragments, control packets, RDMA operations, arrivals, registrations, "
+            "rkeys, UCX endpoints and requests) is the BTL's own: the application's requests and messages are "
+            "the PML's (ob1), so a report is a bug",
+            MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_6, &p->finalize_check);
 
     /* The standard btl variables (btl_credit_eager_limit, _flags, ...).
      * A slot holds the credit header and the packet, so the fragment size

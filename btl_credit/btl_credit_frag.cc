@@ -34,6 +34,7 @@ Frag *frag_get(size_t need)
     size_t head = (sizeof(Frag) + 63) & ~size_t(63);
     void *mem = nullptr;
     if (posix_memalign(&mem, 64, head + cap) != 0) return nullptr;
+    ++g.frags_made;
     Frag *f = static_cast<Frag *>(mem);
     std::memset(static_cast<void *>(f), 0, sizeof(*f));
     OBJ_CONSTRUCT(&f->des, mca_btl_base_descriptor_t);

@@ -39,6 +39,7 @@ extern "C" {
 #include <vector>
 
 #include "common/credit/credit_endpoint.h"
+#include "common/tally/live_tally.h"
 #include "ucx_glue/rdrp_ucx.h"
 
 namespace btlcredit {
@@ -145,6 +146,11 @@ struct State {
     std::vector<RdmaOp *> rdma_done;/* RDMA completions for the PML */
     size_t outstanding = 0;         /* UCX operations in flight */
 
+    /* the finalize leak check: descriptors, control buffers and RDMA
+     * operations ever made (live = made - pooled; counted where a pool
+     * grows, never per message) */
+    size_t frags_made = 0, ctrls_made = 0, ops_made = 0;
+
     size_t rkey_cap = 0;            /* rkey bytes a registration handle holds */
     mca_btl_base_module_error_cb_fn_t error_cb = nullptr;
     uint64_t stats[MCA_BTL_CREDIT_NSTATS] = {};
@@ -170,6 +176,14 @@ private:
  * PML's error callback. */
 [[noreturn]] void fatal(const char *topic, const char *what, const char *detail);
 void fatal_status(const char *what, ucs_status_t st);
+
+/* ---- btl_credit_finalize_check.cc (btl_credit_finalize_check) */
+/* Count the objects still alive after finalize's draining (lock held,
+ * before the pools are freed). */
+void finalize_tally_objects(rdrp_tally_t *t);
+/* Add the UCX leftovers and held registrations, report as the parameter
+ * asks; returns the BTL finalize's result. */
+int finalize_tally_report(rdrp_tally_t *t, const rdrp_ucx_leftovers_t *ucx);
 
 /* ---- btl_credit_flow.cc (engine glue; lock held) */
 bool flow_init(std::string *why);

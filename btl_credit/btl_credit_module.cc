@@ -79,13 +79,18 @@ static bool check_limits(std::string *why)
     return true;
 }
 
-static void teardown()
+/* With tally (finalize): the UCX objects the worker's destruction finds
+ * and the registrations still held are added and reported (see
+ * btl_credit_finalize_check.cc); *rc gets the check's result. */
+static void teardown(rdrp_tally_t *tally = nullptr, int *rc = nullptr)
 {
     g.up = false;
     if (g.uw) {
-        rdrp_ucx_worker_destroy(g.uw, mca_btl_credit_params.finalize_timeout);
+        rdrp_ucx_leftovers_t left;
+        rdrp_ucx_worker_destroy_counted(g.uw, mca_btl_credit_params.finalize_timeout, &left);
         g.uw = nullptr;
         g.worker = nullptr;
+        if (tally) *rc = finalize_tally_report(tally, &left);
         rdrp_ucx_context_release();
     }
     endpoints_fini();
@@ -228,14 +233,15 @@ extern "C" int mca_btl_credit_finalize(mca_btl_base_module_t *btl)
     (void)btl;
     if (!g.uw) return OPAL_SUCCESS;
     finalizing = true;
+    rdrp_tally_t tally;
     {
         Lock lock;
         print_stats();
-        if (g.queued)
-            BTL_CREDIT_VERBOSE(1, "finalize: %zu descriptors still waiting for credits", g.queued);
+        finalize_tally_objects(&tally);
     }
-    teardown();
-    return OPAL_SUCCESS;
+    int rc = OPAL_SUCCESS;
+    teardown(&tally, &rc);
+    return rc;
 }
 
 extern "C" int mca_btl_credit_register_error(mca_btl_base_module_t *btl,

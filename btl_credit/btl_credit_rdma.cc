@@ -31,7 +31,9 @@ static RdmaOp *op_get()
         g.op_pool.pop_back();
         return op;
     }
-    return new (std::nothrow) RdmaOp;
+    RdmaOp *op = new (std::nothrow) RdmaOp;
+    if (op) ++g.ops_made;
+    return op;
 }
 
 static void rdma_done(void *request, ucs_status_t status, void *user_data)

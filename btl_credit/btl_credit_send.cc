@@ -56,6 +56,7 @@ void flush_ctrl()
         } else {
             c = new (std::nothrow) Ctrl;
             if (!c) fatal("send-failed", "out of memory for a credit packet", "");
+            ++g.ctrls_made;
         }
         fill_hdr(&c->hdr, ep, 0, static_cast<uint8_t>(pkt.kind), pkt.credits);
         BTL_CREDIT_VERBOSE(50, "control kind %u credits %u -> %s", unsigned(pkt.kind),

@@ -34,6 +34,7 @@ typedef struct mca_coll_cdag_params {
     char *algo[CDAG_NCOLL]; /* per collective variant name ("auto", ...) */
     int eager_buffers;
     size_t eager_size;
+    int finalize_check;    /* finalize leak check: 0 off, 1 report, 2 report and fail */
     int output;
 } mca_coll_cdag_params_t;
 

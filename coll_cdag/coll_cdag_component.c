@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "common/throttle/throttle.h"
 #include "common/params/param_check.h"
+#include "common/tally/live_tally.h"
 
 #include "ompi/mca/coll/base/base.h"
 #include "opal/mca/base/mca_base_pvar.h"
@@ -28,6 +29,7 @@ static int cdag_register(void);
 static int cdag_open(void);
 static int cdag_close(void);
 void mca_coll_cdag_run_fini(void);
+long mca_coll_cdag_run_live_requests(void);
 
 mca_coll_cdag_params_t mca_coll_cdag_params;
 int mca_coll_cdag_ready = 0;
@@ -98,6 +100,7 @@ static unsigned long long throttle_bpt;
 enum { N_FIXED_RULES = 18 };
 static rdrp_param_rule_t param_rules[N_FIXED_RULES + CDAG_NCOLL] = {
     C_INT("priority", mca_coll_cdag_params.priority, -1, 100),
+    C_INT("finalize_check", mca_coll_cdag_params.finalize_check, 0, 2),
     C_INT("verbose", mca_coll_cdag_params.verbose, 0, 100),
     C_WORD("progress", progress_value, "inline|thread"),
     {"coll_cdag_collectives", RDRP_PARAM_WORDS, &coll_list, 0, 0, 0, 0, COLL_WORDS},
@@ -136,6 +139,16 @@ static int cdag_register(void)
         "over coll/tuned (30) above 30.  Default -1: installed but unused until asked for, "
         "e.g. --mca coll_cdag_priority 100"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, &p->priority);
+    /* off by default, as pml/rdrp's: most of what it finds is the
+     * application's (requests and communicators never freed) */
+    p->finalize_check = 0;
+    (void)mca_base_component_var_register(c, "finalize_check", help_with_range("finalize_check",
+        "Finalize leak check, when the component closes after its own clean-up: 0 off (default); 1 one finalize-leak "
+        "message per process naming every object still alive; 2 the same, and the component's close returns an "
+        "error.  Requests and communicators never freed and collective messages never received are the "
+        "application's; operations, runs, posted receives, queued sends, rendezvous pulls, UCX endpoints and "
+        "requests left over are coll/cdag's own (a bug)"),
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY, &p->finalize_check);
     p->verbose = 0;
     (void)mca_base_component_var_register(c, "verbose", help_with_range("verbose", "Verbosity of coll/cdag (0: errors only, 2: settings at start-up, 10: communicators it takes and the schedule of every compiled plan (once per plan): algorithm, radix, segment, window)"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &p->verbose);
@@ -412,19 +425,45 @@ static int cdag_open(void)
     return OMPI_SUCCESS;
 }
 
+/* The finalize leak check (coll_cdag_finalize_check): the engine's
+ * clean-up counts what it found alive, the requests are counted here; one
+ * message, written to our own stderr as bad_value's. */
+static int finalize_check(rdrp_tally_t *t, long live)
+{
+    rdrp_tally_add(t, "requests", live > 0 ? (uint64_t)live : 0, RDRP_TALLY_APP);
+    int level = mca_coll_cdag_params.finalize_check;
+    int verdict = rdrp_tally_verdict(t, level);
+    if (verdict == 0) return OMPI_SUCCESS;
+    char line[1024], lv[16];
+    rdrp_tally_report_line(t, "coll/cdag", (int)OPAL_PROC_MY_NAME.vpid, line, sizeof(line));
+    snprintf(lv, sizeof(lv), "%d", level);
+    char *msg = opal_show_help_string("help-coll-cdag.txt", "finalize-leak", true, opal_process_info.nodename,
+                                      lv, line);
+    fprintf(stderr, "%s", msg ? msg : line);
+    if (!msg) fprintf(stderr, "\n");
+    free(msg);
+    fflush(stderr);
+    return verdict == 2 ? OMPI_ERROR : OMPI_SUCCESS;
+}
+
 static int cdag_close(void)
 {
+    int rc = OMPI_SUCCESS;
     if (progress_registered) {
         opal_progress_unregister(mca_coll_cdag_progress);
         progress_registered = 0;
     }
     if (mca_coll_cdag_ready) {
-        cdag_glue_fini();
+        rdrp_tally_t t;
+        rdrp_tally_init(&t);
+        long live = mca_coll_cdag_run_live_requests();
+        cdag_glue_fini_tally(&t, live > 0 ? (uint64_t)live : 0);
         mca_coll_cdag_ready = 0;
+        rc = finalize_check(&t, live);
     }
     mca_coll_cdag_run_fini();
     opal_output_close(mca_coll_cdag_params.output);
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 int mca_coll_cdag_init_query(bool enable_progress_threads, bool enable_mpi_threads)

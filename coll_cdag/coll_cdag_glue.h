@@ -77,6 +77,16 @@ extern cdag_glue_stats_t cdag_glue_stats;
  * 0, or -1 with a message in cdag_glue_last_error(). */
 int  cdag_glue_init(const cdag_glue_config_t *config);
 void cdag_glue_fini(void);
+/* cdag_glue_fini that also fills t (common/tally/live_tally.h) with what
+ * was still alive, for the finalize leak check: the application's
+ * communicators (a communicator or a request it never freed keeps ours)
+ * and collective messages it never received; the engine's own operations
+ * not freed, runs still in flight, posted receives, queued sends,
+ * rendezvous pulls, UCX endpoints and requests.  Operations held by the
+ * application's live requests (ops_held_by_requests: one at most each) or
+ * kept for reuse by its live communicators are not counted as ours. */
+struct rdrp_tally;
+void cdag_glue_fini_tally(struct rdrp_tally *t, uint64_t ops_held_by_requests);
 const char *cdag_glue_last_error(void);
 int  cdag_glue_worker_address(void **addr, size_t *len);
 void cdag_glue_worker_address_release(void *addr);

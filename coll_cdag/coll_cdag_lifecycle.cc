@@ -4,12 +4,28 @@
  * and of operations (a compiled plan plus its executor).
  */
 #include "coll_cdag_service.h"
+#include "common/tally/live_tally.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <new>
 
 cdag_glue_stats_t cdag_glue_stats;
+std::atomic<long> cdag_live_comms{0}, cdag_live_ops{0};
+static std::mutex live_comms_mu;
+static std::vector<cdag_glue_comm *> live_comms;  /* finalize: their spare ops are their cache */
+
+void cdag_comm_track(cdag_glue_comm *c, bool alive)
+{
+    std::lock_guard<std::mutex> lk(live_comms_mu);
+    if (alive) {
+        live_comms.push_back(c);
+    } else {
+        auto it = std::find(live_comms.begin(), live_comms.end(), c);
+        if (it != live_comms.end()) live_comms.erase(it);
+    }
+    cdag_live_comms.store(static_cast<long>(live_comms.size()), std::memory_order_relaxed);
+}
 
 namespace cdag_svc {
 Global G;
@@ -73,7 +89,31 @@ int cdag_glue_init(const cdag_glue_config_t *config)
     return 0;
 }
 
-void cdag_glue_fini(void)
+void cdag_glue_fini(void) { cdag_glue_fini_tally(nullptr, 0); }
+
+/* Count what finalize finds alive: after the engine thread stopped, before
+ * anything is dropped (t may be NULL: no count). */
+static void tally_objects(rdrp_tally_t *t, uint64_t ops_held_by_requests)
+{
+    size_t spare = 0, unreceived = 0, pulling = 0;
+    for (auto &kv : G.unexpected) (kv.second.pulling ? pulling : unreceived) += 1;
+    rdrp_tally_add(t, "communicators", static_cast<uint64_t>(cdag_live_comms.load()), RDRP_TALLY_APP);
+    rdrp_tally_add(t, "collective messages never received", unreceived, RDRP_TALLY_APP);
+    /* ops kept for reuse by a communicator the application kept alive are
+     * its communicator's cache, not a leak of their own */
+    {
+        std::lock_guard<std::mutex> lk(live_comms_mu);
+        for (cdag_glue_comm *c : live_comms) spare += c->spare.size();
+    }
+    long ops = cdag_live_ops.load() - static_cast<long>(spare) - static_cast<long>(ops_held_by_requests);
+    rdrp_tally_add(t, "operations", static_cast<uint64_t>(ops > 0 ? ops : 0), RDRP_TALLY_OURS);
+    rdrp_tally_add(t, "runs in flight", G.running.size(), RDRP_TALLY_OURS);
+    rdrp_tally_add(t, "posted receives", G.posted.size(), RDRP_TALLY_OURS);
+    rdrp_tally_add(t, "queued sends", G.pending.size(), RDRP_TALLY_OURS);
+    rdrp_tally_add(t, "rendezvous pulls", pulling, RDRP_TALLY_OURS);
+}
+
+void cdag_glue_fini_tally(rdrp_tally_t *t, uint64_t ops_held_by_requests)
 {
     if (G.thread_running) {
         {
@@ -84,6 +124,7 @@ void cdag_glue_fini(void)
         G.th.join();
         G.thread_running = false;
     }
+    if (t) tally_objects(t, ops_held_by_requests);
     for (auto &kv : G.unexpected)
         if (!kv.second.pulling) shadow_release(kv.second);
     G.unexpected.clear();
@@ -101,7 +142,12 @@ void cdag_glue_fini(void)
     G.posted.clear();
     G.eps.clear();
     if (G.uw) {
-        rdrp_ucx_worker_destroy(G.uw, 10.0);
+        rdrp_ucx_leftovers_t left;
+        rdrp_ucx_worker_destroy_counted(G.uw, 10.0, &left);
+        if (t) {
+            rdrp_tally_add(t, "UCX endpoints", left.endpoints_unclosed, RDRP_TALLY_OURS);
+            rdrp_tally_add(t, "UCX requests", left.requests_unfinished, RDRP_TALLY_OURS);
+        }
         G.uw = nullptr;
         G.w = nullptr;
         rdrp_ucx_context_release();

@@ -35,6 +35,20 @@ static opal_mutex_t spare_lock = OPAL_MUTEX_STATIC_INIT;
 
 static void request_reset(mca_coll_cdag_request_t *r);
 
+/* the finalize leak check: requests made and released (live = made -
+ * released - spares), counted where the spare pool grows or overflows,
+ * never per call once warm; any thread, so relaxed atomics */
+static long requests_made = 0, requests_released = 0;
+
+long mca_coll_cdag_run_live_requests(void)
+{
+    OPAL_THREAD_LOCK(&spare_lock);
+    long live = __atomic_load_n(&requests_made, __ATOMIC_RELAXED) -
+                __atomic_load_n(&requests_released, __ATOMIC_RELAXED) - nspare;
+    OPAL_THREAD_UNLOCK(&spare_lock);
+    return live;
+}
+
 static mca_coll_cdag_request_t *request_get(void)
 {
     mca_coll_cdag_request_t *r = NULL;
@@ -46,6 +60,7 @@ static mca_coll_cdag_request_t *request_get(void)
         return r;
     }
     __atomic_fetch_add(&cdag_glue_stats.allocations, 1, __ATOMIC_RELAXED);  /* any thread */
+    __atomic_fetch_add(&requests_made, 1, __ATOMIC_RELAXED);
     return OBJ_NEW(mca_coll_cdag_request_t);
 }
 
@@ -57,7 +72,10 @@ static void request_put(mca_coll_cdag_request_t *r)
         r = NULL;
     }
     OPAL_THREAD_UNLOCK(&spare_lock);
-    if (r) OBJ_RELEASE(r);
+    if (r) {
+        __atomic_fetch_add(&requests_released, 1, __ATOMIC_RELAXED);
+        OBJ_RELEASE(r);
+    }
 }
 
 /* malloc on the call path (staging of non-contiguous data, v-variant

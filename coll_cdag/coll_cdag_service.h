@@ -103,6 +103,11 @@ using RecycledMap = std::unordered_map<K, V, KeyHash, std::equal_to<K>, NodeAllo
 
 }  // namespace cdag_svc
 
+/* objects alive (the finalize leak check): changed only where one is
+ * made or deleted, never per call of a cached plan */
+extern std::atomic<long> cdag_live_comms, cdag_live_ops;
+void cdag_comm_track(cdag_glue_comm *c, bool alive);  /* the set of live communicators */
+
 struct cdag_glue_comm {
     uint32_t cid;
     int rank, size;
@@ -112,7 +117,8 @@ struct cdag_glue_comm {
     std::vector<cdag_glue_op *> spare;  // finished ops of cached plans, reused by later calls
     cdag_throttle_t *pool = nullptr;  // node token pool of this communicator (throttle node)
     cdag_svc::Tr tr;
-    cdag_glue_comm() : tr(this) {}
+    cdag_glue_comm() : tr(this) { cdag_comm_track(this, true); }
+    ~cdag_glue_comm() { cdag_comm_track(this, false); }
 };
 
 struct cdag_glue_op {
@@ -125,6 +131,8 @@ struct cdag_glue_op {
     cdag::CollSpec spec;       // what it was built for (counts arrays not kept)
     cdag::AlgoChoice choice;   // the variant its schedule was generated with
     std::unique_ptr<cdag::Executor> ex;
+    cdag_glue_op() { cdag_live_ops.fetch_add(1, std::memory_order_relaxed); }
+    ~cdag_glue_op() { cdag_live_ops.fetch_sub(1, std::memory_order_relaxed); }
 };
 
 namespace cdag_svc {

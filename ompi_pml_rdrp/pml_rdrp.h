@@ -55,6 +55,7 @@ typedef struct mca_pml_rdrp_params {
     int    throttle_rank_limit, throttle_node_tokens, throttle_token_cache, throttle_recover_polls;
     uint64_t throttle_bytes_per_token;
     double finalize_timeout;   /* seconds to wait for peers at finalize */
+    int    finalize_check;     /* finalize leak check: 0 off, 1 report, 2 report and fail */
     double peer_timeout;       /* seconds a peer on the node may stay stopped while we wait (0: never) */
     int    output;             /* opal_output stream */
 } mca_pml_rdrp_params_t;

@@ -117,6 +117,7 @@ static const rdrp_param_rule_t param_rules[] = {
     P_INT(throttle_token_cache, -1, 1 << 20),
     P_INT(throttle_recover_polls, 1, 0x7fffffff),
     P_DBL(finalize_timeout, 0, 86400),
+    P_INT(finalize_check, 0, 2),
     P_DBL(peer_timeout, 0, 86400),
 };
 #define N_RULES ((int)(sizeof(param_rules) / sizeof(param_rules[0])))
@@ -313,6 +314,18 @@ static int rdrp_register(void)
     p->finalize_timeout = 30.0;
     reg_double("finalize_timeout", "Seconds finalize waits for outstanding control messages before giving up",
                &p->finalize_timeout, OPAL_INFO_LVL_6);
+    /* off by default, like Open MPI's mpi_show_handle_leaks: most of what
+     * it can find is the application's, and a program that finalizes with
+     * a persistent request it never freed should not get a message on
+     * every run; scripts/sanitize.sh leaks and the leak_* tests set it */
+    p->finalize_check = 0;
+    reg_int("finalize_check",
+            "Finalize leak check, after pml/rdrp's own clean-up: 0 off (default); 1 one finalize-leak message per rank naming "
+            "every object still alive; 2 the same, and pml/rdrp's finalize returns an error.  Requests never freed "
+            "and messages never received are the application's (MPI makes finalizing with them erroneous or leaves "
+            "them to the program); unexpected-message descriptors, control messages, buffered send copies, ring "
+            "backlog, registrations, rkeys and UCX endpoints/requests left over are pml/rdrp's own (a bug)",
+            &p->finalize_check, OPAL_INFO_LVL_6);
     /* generous by default: a stop (SIGSTOP, Ctrl-Z) is rarely meant to
      * last, but nothing is lost by waiting; a debugger's stop is never
      * counted (common/liveness/peer_watch.h) */

@@ -4,6 +4,7 @@
 #include "pml_rdrp_pacing.h"
 #include "pml_rdrp_throttle.h"
 #include "pml_rdrp_watch.h"
+#include "pml_rdrp_finalize_check.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -102,6 +103,7 @@ static int del_procs(ompi_proc_t **procs, size_t nprocs)
            MPI_Wtime() - t0 < mca_pml_rdrp_params.finalize_timeout) {
         progress_worker();
     }
+    g.backlog_dropped += transport_backlog;  /* the disconnects below drop them */
     std::vector<mca_pml_rdrp_del_proc_t> del;
     for (size_t i = 0; i < nprocs; ++i) {
         auto *ep = static_cast<Endpoint *>(procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML]);
@@ -236,7 +238,9 @@ static void drop_item(void *ctx, rdrp_match_item_t *item, int kind)
 {
     (void)ctx;
     if (kind != RDRP_MATCH_KIND_POSTED) {
-        /* messages nobody received: MPI lets them go with the communicator */
+        /* messages nobody received: MPI lets them go with the communicator
+         * (the finalize leak check names them: the program never received them) */
+        ++g.unreceived_dropped;
         unex_release(container_of(item, &Unexpected::match));
     }
 }
@@ -370,11 +374,13 @@ extern "C" int mca_pml_rdrp_finalize(void)
     }
     g.endpoints.clear();
     for (auto &kv : g.pending_cid)
-        for (Unexpected *u : kv.second) unex_release(u);
+        for (Unexpected *u : kv.second) {
+            ++g.unreceived_dropped;
+            unex_release(u);
+        }
     g.pending_cid.clear();
-    if (g.live_requests) {
-        RDRP_VERBOSE(1, "finalize: %zu requests still live", g.live_requests);
-    }
+    FinalizeTally leaks;
+    finalize_tally_objects(&leaks);
     if (g.blocking_recv) g.req_pool.push_back(g.blocking_recv);
     g.blocking_recv = nullptr;
     for (Request *r : g.req_pool) {
@@ -391,11 +397,13 @@ extern "C" int mca_pml_rdrp_finalize(void)
     transport_fini();
     credit_fini();
     throttle_fini();
-    rdrp_ucx_worker_destroy(g.uw, mca_pml_rdrp_params.finalize_timeout);
+    rdrp_ucx_leftovers_t ucx_left;
+    rdrp_ucx_worker_destroy_counted(g.uw, mca_pml_rdrp_params.finalize_timeout, &ucx_left);
     g.uw = nullptr;
     g.worker = nullptr;
+    int rc = finalize_tally_report(&leaks, &ucx_left);  /* before the context flushes registrations */
     rdrp_ucx_context_release();
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 extern "C" void mca_pml_rdrp_mem_release(void *buf, size_t length)

@@ -263,6 +263,7 @@ Unexpected *unex_alloc()
     } else {
         u = static_cast<Unexpected *>(malloc(sizeof(Unexpected)));
         if (!u) return nullptr;
+        ++g.unex_made;
     }
     u->match.flags = 0;
     u->data = nullptr;
@@ -298,7 +299,9 @@ Ctrl *ctrl_alloc()
         g.ctrl_pool.pop_back();
         return c;
     }
-    return static_cast<Ctrl *>(calloc(1, sizeof(Ctrl)));
+    Ctrl *c = static_cast<Ctrl *>(calloc(1, sizeof(Ctrl)));
+    if (c) ++g.ctrl_made;
+    return c;
 }
 
 void ctrl_release(Ctrl *c) { g.ctrl_pool.push_back(c); }

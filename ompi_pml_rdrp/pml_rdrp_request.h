@@ -195,6 +195,12 @@ struct State {
     uint64_t           rand_state = 0;  /* put protocol poll values */
     size_t             ctrl_pending = 0;
     size_t             live_requests = 0;
+    /* the finalize leak check (pml_rdrp_finalize.cc): descriptors and
+     * control buffers ever made (live = made - pooled: counted where the
+     * pools grow, off the per-message path), unreceived messages dropped
+     * with their communicator, ring messages dropped at del_procs */
+    size_t             unex_made = 0, ctrl_made = 0;
+    size_t             unreceived_dropped = 0, backlog_dropped = 0;
     Request           *blocking_recv = nullptr;  /* reused by MPI_Recv without threads */
     bool               blocking_busy = false;
     bool               in_progress = false;  /* polling rings or the worker: callbacks must not progress */

@@ -331,6 +331,15 @@ static void wait_requests(rdrp_ucx_worker_t *w, std::vector<void *> &reqs,
 
 void rdrp_ucx_worker_destroy(rdrp_ucx_worker_t *w, double timeout_sec)
 {
+    rdrp_ucx_worker_destroy_counted(w, timeout_sec, nullptr);
+}
+
+void rdrp_ucx_worker_destroy_counted(rdrp_ucx_worker_t *w, double timeout_sec,
+                                     rdrp_ucx_leftovers_t *left)
+{
+    rdrp_ucx_leftovers_t dummy;
+    if (!left) left = &dummy;
+    std::memset(left, 0, sizeof(*left));
     if (!w) return;
     /* A flush waits for the peer's progress on this UCX (emulated RMA,
      * rendezvous), so progress here and give up at the deadline: a dead or
@@ -353,12 +362,14 @@ void rdrp_ucx_worker_destroy(rdrp_ucx_worker_t *w, double timeout_sec)
     }
     wait_requests(w, pending, deadline);
     bool clean = pending.empty();
+    left->requests_unfinished = pending.size();
 
     /* 2. The cached rkeys (always before ucp_worker_destroy: they may live
      * in the worker's memory pool). */
     {
         std::lock_guard<std::recursive_mutex> g(w->lock);
         for (auto &kv : w->rkeys) {
+            if (kv.second->e.refs > 0) ++left->rkeys_held;  /* a get without its put */
             ucp_rkey_destroy(kv.second->e.rkey);
             delete kv.second;
         }
@@ -369,6 +380,7 @@ void rdrp_ucx_worker_destroy(rdrp_ucx_worker_t *w, double timeout_sec)
      * endpoints in UCP_ERR_HANDLING_MODE_PEER (UCX returns
      * UCS_ERR_INVALID_PARAM otherwise and the endpoint stays open): on-node
      * endpoints (mode NONE) are closed by flushing. */
+    size_t flushes_left = pending.size();
     for (ucp_ep_h ep : w->eps) {
         std::memset(&p, 0, sizeof(p));
         p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -377,6 +389,7 @@ void rdrp_ucx_worker_destroy(rdrp_ucx_worker_t *w, double timeout_sec)
         if (UCS_PTR_IS_PTR(r)) pending.push_back(r);
     }
     if (clean) wait_requests(w, pending, deadline);
+    left->endpoints_unclosed = pending.size() - (clean ? 0 : flushes_left);
     w->eps.clear();
     w->ep_peer.clear();
     w->ep_remote.clear();

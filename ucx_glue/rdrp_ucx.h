@@ -57,6 +57,18 @@ rdrp_ucx_worker_t *rdrp_ucx_worker_create(int thread_multi,
  * timeout_sec so a dead peer cannot hang finalize), frees cached rkeys and
  * destroys the worker. */
 void         rdrp_ucx_worker_destroy(rdrp_ucx_worker_t *w, double timeout_sec);
+/* What destroying a worker found still alive (the finalize leak check):
+ * rkeys a rkey_get was never matched by a rkey_put for, endpoint closes and
+ * flushes UCX had not finished by the deadline (their requests are released
+ * unfinished).  All 0 after a clean finalize with live peers. */
+typedef struct rdrp_ucx_leftovers {
+    uint64_t rkeys_held;
+    uint64_t endpoints_unclosed;
+    uint64_t requests_unfinished;
+} rdrp_ucx_leftovers_t;
+/* rdrp_ucx_worker_destroy that also fills *left (if not NULL). */
+void         rdrp_ucx_worker_destroy_counted(rdrp_ucx_worker_t *w, double timeout_sec,
+                                             rdrp_ucx_leftovers_t *left);
 ucp_worker_h rdrp_ucx_worker_handle(rdrp_ucx_worker_t *w);
 int          rdrp_ucx_worker_is_thread_multi(rdrp_ucx_worker_t *w);
 
@@ -119,6 +131,9 @@ void               rdrp_ucx_reg_stats(uint64_t *hits, uint64_t *misses,
                                       uint64_t *invalidated, uint64_t *live);
 /* Deregister everything (before the context goes away). */
 void               rdrp_ucx_reg_flush(void);
+/* Regions still mapped because someone holds a reference (an acquire
+ * without its release): process-wide, for the finalize leak check. */
+uint64_t           rdrp_ucx_reg_held(void);
 
 /* ------------------------------------------------------------ rkey cache */
 /* Unpacked rkey of (peer, remote region id), cached per worker.  Unpacking

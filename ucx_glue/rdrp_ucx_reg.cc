@@ -24,6 +24,7 @@ std::recursive_mutex g_lock;
 std::map<uintptr_t, region_node *> g_regions;  /* by start address */
 bool g_caching = false;
 uint64_t g_next_id = 1, g_hits, g_misses, g_invalidated;
+uint64_t g_mapped;  /* regions registered and not yet deregistered (cached or held) */
 
 /* pending invalidations from the memory hooks */
 constexpr int kRing = 256;
@@ -36,6 +37,7 @@ void deregister(region_node *n)
 {
     ucp_rkey_buffer_release(n->r.rkey_buf);
     ucp_mem_unmap(rdrp_ucx_context(), n->r.memh);
+    --g_mapped;
     delete n;
 }
 
@@ -100,6 +102,7 @@ region_node *map_new(void *addr, size_t len)
     n->r.id = g_next_id++;
     n->refs = 1;
     n->stale = false;
+    ++g_mapped;
     return n;
 }
 
@@ -178,6 +181,15 @@ void rdrp_ucx_reg_stats(uint64_t *hits, uint64_t *misses, uint64_t *invalidated,
     if (misses) *misses = g_misses;
     if (invalidated) *invalidated = g_invalidated;
     if (live) *live = g_regions.size();
+}
+
+uint64_t rdrp_ucx_reg_held(void)
+{
+    std::lock_guard<std::recursive_mutex> g(g_lock);
+    uint64_t idle = 0;  /* cached and unreferenced: the cache's own, flushed at the end */
+    for (auto &kv : g_regions)
+        if (kv.second->refs == 0) ++idle;
+    return g_mapped - idle;
 }
 
 void rdrp_ucx_reg_flush(void)

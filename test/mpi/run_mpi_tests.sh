@@ -8,6 +8,9 @@
 #   --only REGEX   run only the tests whose name matches REGEX (grep -E)
 #   --timeout S    per-run time limit in seconds (default 120); a hang fails.
 #                  abort_* tests are limited to 30 s regardless.
+#                  leak_* tests pass iff they exit 0 and the finalize leak
+#                  check printed exactly the "leak-check ..." lines the test
+#                  announced with "EXPECT-LEAK ..." lines.
 #   --load-aware   count only the time the job was not waiting for a CPU
 #                  towards the limit (run-queue wait from /proc/PID/schedstat),
 #                  up to 6x the limit in wall time (RDRP_TEST_TIMEOUT_CEILING
@@ -28,6 +31,9 @@
 #   MPICC, MPIRUN    compiler / launcher (default mpicc / mpirun)
 #   MPITEST_MPIRUN_DEFAULTS  extra mpirun args placed before the "--" args
 #                    (default none)
+#   MPITEST_FAIL_ON_LEAK=1   a finalize leak report ("leak-check ...", the
+#                    components' *_finalize_check) fails the test
+#                    (scripts/sanitize.sh leaks)
 #   OMPI_MCA_*       pass through untouched (mpirun forwards them itself).
 #                    OMPI_MCA_mpi_yield_when_idle defaults to 1 (oversubscribed
 #                    busy polling); set it, or pass --mca mpi_yield_when_idle
@@ -282,11 +288,27 @@ for t in "${tests[@]}"; do
                     reason="exit code $rc but no message naming the failure"
                 fi
                 ;;
+            leak_*)
+                # the finalize leak check must print exactly the lines the
+                # test announced (EXPECT-LEAK ...) as "leak-check ..." lines
+                want=$(sed -n 's/^EXPECT-LEAK //p' "$log" | sort)
+                got=$(grep -o 'leak-check .*' "$log" | sed 's/^leak-check //' | sort)
+                if [ $timed_out = 1 ]; then
+                    reason="timeout after ${limit}s$timeout_note"
+                elif [ $rc != 0 ]; then
+                    reason="exit code $rc"
+                elif [ "$want" != "$got" ]; then
+                    reason="finalize leak reports differ from the expected ones: expected [${want//$'\n'/ | }] got [${got//$'\n'/ | }]"
+                fi
+                ;;
             *)
                 if [ $timed_out = 1 ]; then
                     reason="timeout after ${limit}s$timeout_note"
                 elif [ $rc != 0 ]; then
                     reason="exit code $rc"
+                elif [ "${MPITEST_FAIL_ON_LEAK:-0}" = 1 ] && grep -q 'leak-check ' "$log"; then
+                    # scripts/sanitize.sh leaks: a finalize leak report
+                    reason="finalize leak check: $(grep -o 'leak-check .*' "$log" | sort -u | head -3 | tr '\n' ' ')"
                 elif grep -q 'was not returned to mpool' "$log"; then
                     # UCX lists every request still outstanding when a worker
                     # is destroyed: a PML must finish all of its operations
