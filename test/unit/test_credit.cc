@@ -1154,6 +1154,46 @@ TEST(CreditMemory, FootprintComesFromTheRealStructures)
 
 }  // namespace
 
+/* Two parts of the twin-engine property tests below that are not about
+ * the receiver call under test.  A send (what < 9) or an explicit credit
+ * packet, fed to both engines: */
+static void twin_sender_step(CreditEndpoint &a, CreditEndpoint &b, uint32_t src, unsigned what,
+                             std::mt19937_64 &rng, const std::string &ctx)
+{
+    if (what < 9) {
+        ASSERT_EQ(a.can_send(src), b.can_send(src));
+        if (a.can_send(src)) {
+            const bool room = rng() % 2 == 0;
+            ASSERT_EQ(a.on_send(src, room), b.on_send(src, room)) << ctx;
+        }
+    } else {
+        const uint32_t c = uint32_t(rng() % 3);
+        ASSERT_EQ(a.on_packet(src, PacketHeader{PacketKind::kCredit, c}),
+                  b.on_packet(src, PacketHeader{PacketKind::kCredit, c}));
+    }
+}
+
+/* ... and both engines' control packets after a step, compared one by
+ * one; a return request is answered so blocked senders recover. */
+static void twin_drain_control(CreditEndpoint &a, CreditEndpoint &b, const std::string &ctx, uint64_t *control)
+{
+    ControlPacket pa, pb;
+    for (;;) {
+        const bool ga = a.pop_control(&pa), gb = b.pop_control(&pb);
+        ASSERT_EQ(ga, gb) << ctx;
+        if (!ga) break;
+        ASSERT_EQ(pa.peer, pb.peer);
+        ASSERT_EQ(pa.kind, pb.kind);
+        ASSERT_EQ(pa.credits, pb.credits) << ctx;
+        ++*control;
+        if (pa.kind == PacketKind::kReturnRequest) {
+            const uint32_t back = a.receiver().outstanding(pa.peer) > 0 ? 1 : 0;
+            ASSERT_EQ(a.on_packet(pa.peer, PacketHeader{PacketKind::kReturnResponse, back}),
+                      b.on_packet(pb.peer, PacketHeader{PacketKind::kReturnResponse, back}));
+        }
+    }
+}
+
 /* on_data_consumed(src, c) is on_packet(src, {kData, c}) followed at once
  * by on_slot_freed() of its slot (pml/rdrp's packets that met their
  * receive on arrival).  Two engines fed the same random receiver-side
@@ -1190,33 +1230,12 @@ TEST(CreditProperty, DataConsumedEqualsPacketThenSlotFreed)
                     const size_t i = size_t(rng() % slots.size());
                     ASSERT_EQ(a.on_slot_freed(slots[i].first), b.on_slot_freed(slots[i].second));
                     slots.erase(slots.begin() + long(i));
-                } else if (what < 9) {
-                    ASSERT_EQ(a.can_send(src), b.can_send(src));
-                    if (a.can_send(src)) {
-                        const bool room = rng() % 2 == 0;
-                        ASSERT_EQ(a.on_send(src, room), b.on_send(src, room)) << "step " << step;
-                    }
                 } else {
-                    const uint32_t c = uint32_t(rng() % 3);
-                    ASSERT_EQ(a.on_packet(src, PacketHeader{PacketKind::kCredit, c}),
-                              b.on_packet(src, PacketHeader{PacketKind::kCredit, c}));
+                    twin_sender_step(a, b, src, what, rng, "step " + std::to_string(step));
+                    if (::testing::Test::HasFatalFailure()) return;
                 }
-                ControlPacket pa, pb;
-                for (;;) {
-                    const bool ga = a.pop_control(&pa), gb = b.pop_control(&pb);
-                    ASSERT_EQ(ga, gb) << "step " << step;
-                    if (!ga) break;
-                    ASSERT_EQ(pa.peer, pb.peer);
-                    ASSERT_EQ(pa.kind, pb.kind);
-                    ASSERT_EQ(pa.credits, pb.credits);
-                    ++control;
-                    /* the peer's answer to a return request, so blocked senders recover */
-                    if (pa.kind == PacketKind::kReturnRequest) {
-                        const uint32_t back = a.receiver().outstanding(pa.peer) > 0 ? 1 : 0;
-                        ASSERT_EQ(a.on_packet(pa.peer, PacketHeader{PacketKind::kReturnResponse, back}),
-                                  b.on_packet(pb.peer, PacketHeader{PacketKind::kReturnResponse, back}));
-                    }
-                }
+                twin_drain_control(a, b, "step " + std::to_string(step), &control);
+                if (::testing::Test::HasFatalFailure()) return;
                 for (uint32_t p = 0; p < n; ++p) {
                     ASSERT_EQ(a.credits(p), b.credits(p));
                     ASSERT_EQ(a.receiver().outstanding(p), b.receiver().outstanding(p));
@@ -1267,31 +1286,13 @@ TEST(CreditProperty, DataConsumedBatchEqualsOneCallPerPacket)
                 ASSERT_EQ(ra, rb) << ctx << " step " << step;
                 ++batches;
                 crossed += a.stats().thresholds_regular > regular && k > 1 ? 1 : 0;
-            } else if (what < 9) {
-                ASSERT_EQ(a.can_send(src), b.can_send(src));
-                if (a.can_send(src)) {
-                    const bool room = rng() % 2 == 0;
-                    ASSERT_EQ(a.on_send(src, room), b.on_send(src, room)) << ctx << " step " << step;
-                }
             } else {
-                const uint32_t c = uint32_t(rng() % 3);
-                ASSERT_EQ(a.on_packet(src, PacketHeader{PacketKind::kCredit, c}),
-                          b.on_packet(src, PacketHeader{PacketKind::kCredit, c}));
+                twin_sender_step(a, b, src, what, rng, ctx + " step " + std::to_string(step));
+                if (::testing::Test::HasFatalFailure()) return;
             }
-            ControlPacket pa, pb;
-            for (;;) {
-                const bool ga = a.pop_control(&pa), gb = b.pop_control(&pb);
-                ASSERT_EQ(ga, gb) << ctx << " step " << step;
-                if (!ga) break;
-                ASSERT_EQ(pa.peer, pb.peer);
-                ASSERT_EQ(pa.kind, pb.kind);
-                ASSERT_EQ(pa.credits, pb.credits) << ctx << " step " << step;
-                if (pa.kind == PacketKind::kReturnRequest) {  /* answer it, so blocked senders recover */
-                    const uint32_t back = a.receiver().outstanding(pa.peer) > 0 ? 1 : 0;
-                    ASSERT_EQ(a.on_packet(pa.peer, PacketHeader{PacketKind::kReturnResponse, back}),
-                              b.on_packet(pb.peer, PacketHeader{PacketKind::kReturnResponse, back}));
-                }
-            }
+            uint64_t control = 0;
+            twin_drain_control(a, b, ctx + " step " + std::to_string(step), &control);
+            if (::testing::Test::HasFatalFailure()) return;
             for (uint32_t p = 0; p < n; ++p) {
                 ASSERT_EQ(a.credits(p), b.credits(p)) << ctx << " step " << step;
                 ASSERT_EQ(a.receiver().outstanding(p), b.receiver().outstanding(p)) << ctx << " step " << step;
