@@ -75,6 +75,15 @@ result() {  # result PASS|FAIL text
     if [ "$1" = PASS ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 }
 
+log_reports() {  # log_reports label pattern what logdir: one result line from the ranks' logs
+    local n
+    n=$(cat "$4"/*.log 2>/dev/null | grep -c -- "$2")
+    if [ "$n" = 0 ]; then
+        result PASS "$1: 0 $3 in the ranks' logs"
+    else
+        result FAIL "$1: $n $3 (grep -l -- '$2' $4/*.log)"
+    fi
+}
 mpi_result() {  # mpi_result label out: one result line from a run_mpi_tests.sh output
     local line
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$2" | tail -1)
@@ -242,12 +251,7 @@ for m in "${modes[@]}"; do
             result FAIL "tsan-soak: build"
         fi
         unset MPITEST_MPIRUN_DEFAULTS TEST_BUILD_DIR OMPI_MCA_mca_base_component_path
-        reports=$(cat "$dir"/test-mpi-tsan/logs/*.log 2>/dev/null | grep -c 'WARNING: ThreadSanitizer')
-        if [ "$reports" = 0 ]; then
-            result PASS "tsan-mpi: 0 ThreadSanitizer reports in the ranks' logs"
-        else
-            result FAIL "tsan-mpi: $reports ThreadSanitizer reports (grep -l 'WARNING: ThreadSanitizer' $dir/test-mpi-tsan/logs/*.log)"
-        fi
+        log_reports tsan-mpi 'WARNING: ThreadSanitizer' "ThreadSanitizer reports" "$dir"/test-mpi-tsan/logs
         ;;
     leaks)
         build=${RDRP_BUILD_DIR:-$top/build}
@@ -269,12 +273,7 @@ for m in "${modes[@]}"; do
             mpi_result "leaks $name" "$out"
         done
         unset TEST_BUILD_DIR OMPI_MCA_mca_base_component_path MPITEST_FAIL_ON_LEAK
-        reports=$(cat "$build"/test-mpi-leaks/logs/*.log 2>/dev/null | grep -c 'leak-check ')
-        if [ "$reports" = 0 ]; then
-            result PASS "leaks: 0 finalize leak reports in the ranks' logs"
-        else
-            result FAIL "leaks: $reports finalize leak reports (grep -h 'leak-check ' $build/test-mpi-leaks/logs/*.log)"
-        fi
+        log_reports leaks 'leak-check ' "finalize leak reports" "$build"/test-mpi-leaks/logs
         ;;
     esac
 done
