@@ -1008,6 +1008,28 @@ void fair_round(World &w)
         }
 }
 
+/* Random traffic for `steps` steps with every invariant checked after
+ * each, then a fair drain that must leave the network empty and quiet. */
+static void run_and_drain(World &w, std::mt19937_64 &rng, uint64_t steps, bool batch, const std::string &ctx)
+{
+    for (uint64_t step = 0; step < steps; ++step) {
+        if (rng() % 3 == 0)
+            add_traffic(w, rng, step, 500);
+        random_step(w, rng, batch);
+        ASSERT_EQ(w.check(), "") << ctx << " step " << step;
+    }
+    /* Traffic stops: a fair scheduler must get every pending packet out
+     * and leave the network quiet (no deadlock, no starvation). */
+    int rounds = 0;
+    while ((w.pending_total() != 0 || !w.quiet()) && rounds < 100000) {
+        fair_round(w);
+        ++rounds;
+        ASSERT_EQ(w.check(), "") << ctx << " drain round " << rounds;
+    }
+    ASSERT_EQ(w.pending_total(), 0u) << ctx << ": data still pending after " << rounds << " rounds";
+    ASSERT_TRUE(w.quiet()) << ctx;
+}
+
 TEST(CreditProperty, RandomTrafficKeepsEveryInvariantAndDrains)
 {
     const uint64_t seed0 = env_or("RDRP_CREDIT_SEED", 4242);
@@ -1021,24 +1043,8 @@ TEST(CreditProperty, RandomTrafficKeepsEveryInvariantAndDrains)
         std::mt19937_64 rng(seed);
         World w(sc.n, sc.cfg);
         const std::string ctx = sc.describe() + " seed=" + std::to_string(seed);
-        for (uint64_t step = 0; step < steps; ++step) {
-            if (rng() % 3 == 0)
-                add_traffic(w, rng, step, 500);
-            random_step(w, rng);
-            const std::string bad = w.check();
-            ASSERT_EQ(bad, "") << ctx << " step " << step;
-        }
-        /* Traffic stops: a fair scheduler must get every pending packet out
-         * and leave the network quiet (no deadlock, no starvation). */
-        int rounds = 0;
-        while ((w.pending_total() != 0 || !w.quiet()) && rounds < 100000) {
-            fair_round(w);
-            ++rounds;
-            const std::string bad = w.check();
-            ASSERT_EQ(bad, "") << ctx << " drain round " << rounds;
-        }
-        ASSERT_EQ(w.pending_total(), 0u) << ctx << ": data still pending after " << rounds << " rounds";
-        ASSERT_TRUE(w.quiet()) << ctx;
+        run_and_drain(w, rng, steps, false, ctx);
+        if (HasFatalFailure()) return;
         ASSERT_LE(w.peak_occupancy(), sc.cfg.slots);
         const Stats st = w.total_stats();
         control_seen += st.credit_packets;
@@ -1327,21 +1333,8 @@ TEST(CreditProperty, BatchedConsumptionKeepsEveryInvariantAndDrains)
         std::mt19937_64 rng(515 + i);
         World w(sc.n, sc.cfg);
         const std::string ctx = sc.describe();
-        for (uint64_t step = 0; step < 3000; ++step) {
-            if (rng() % 3 == 0)
-                add_traffic(w, rng, step, 500);
-            random_step(w, rng, true);
-            const std::string bad = w.check();
-            ASSERT_EQ(bad, "") << ctx << " step " << step;
-        }
-        int rounds = 0;
-        while ((w.pending_total() != 0 || !w.quiet()) && rounds < 100000) {
-            fair_round(w);
-            ++rounds;
-            ASSERT_EQ(w.check(), "") << ctx << " drain round " << rounds;
-        }
-        ASSERT_EQ(w.pending_total(), 0u) << ctx;
-        ASSERT_TRUE(w.quiet()) << ctx;
+        run_and_drain(w, rng, 3000, true, ctx);
+        if (HasFatalFailure()) return;
         batches += w.batches();
     }
     EXPECT_GT(batches, 1000u) << "the runs must account runs of several packets at once";
