@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # runner_load_aware_check.sh - checks run_mpi_tests.sh --load-aware (the
 # clock test/cluster/run.sh uses), with stand-ins for mpirun (MPIRUN):
-#   1. a job that needs ~0.1 s of CPU at nice 19 on a CPU shared with a busy
+#   1. a job that needs ~0.2 s of CPU at nice 19 on a CPU shared with a busy
 #      loop at normal priority gets ~1.5 % of it, so it runs for seconds,
-#      past a 3 s limit: --load-aware must pass it, since it only waited for
+#      past an 8 s limit: --load-aware must pass it, since it only waited for
 #      the CPU (the flakiness this fixes: p2p_basic and p2p_rndv across nodes
 #      hit a 240 s wall-clock limit at load 24-29 while starved);
 #   2. a job that hangs (sleeps) must still fail --load-aware at the limit.
@@ -21,7 +21,7 @@ trap 'exit 143' TERM
 
 cat >"$tmp/starved" <<'EOF'
 #!/usr/bin/env bash
-exec taskset -c 0 nice -n 19 bash -c 'i=0; while [ $i -lt 30000 ]; do i=$((i + 1)); done'
+exec taskset -c 0 nice -n 19 bash -c 'i=0; while [ $i -lt 60000 ]; do i=$((i + 1)); done'
 EOF
 printf '#!/usr/bin/env bash\nexec sleep 60\n' >"$tmp/hung"
 chmod +x "$tmp/starved" "$tmp/hung"
@@ -34,16 +34,22 @@ run() {  # mpirun-stand-in runner-args...: the runner's result line
         grep -E '^(PASS|FAIL) check'
 }
 reason=""
-taskset -c 0 bash -c 'while :; do :; done' &
+# The hog must outrank the starved job: run at nice 19 itself (run.sh under
+# `nice -n 19`), an inherited hog would share the CPU evenly and starve
+# nothing.  So it runs at niceness 0 (as root, which the cluster needs) or at
+# the caller's, whichever is lower.
+hog_nice=$(( -$(nice) ))
+taskset -c 0 nice -n "$hog_nice" bash -c 'while :; do :; done' 2>/dev/null &
 hog=$!
-# (a wall-clock ceiling of 100 x 3 s: on a loaded machine the starved job
-# may wait a minute for its 0.1 s)
-out=$(RDRP_TEST_TIMEOUT_CEILING=100 run starved --timeout 3 --load-aware)
+# (a wall-clock ceiling of 100 x 8 s: on a loaded machine the starved job
+# may wait minutes for its 0.2 s; the limit leaves room for the clock's
+# sampling error, a second or two when the runner itself is starved)
+out=$(RDRP_TEST_TIMEOUT_CEILING=100 run starved --timeout 8 --load-aware)
 kill -KILL $hog 2>/dev/null; wait $hog 2>/dev/null; hog=""
 starved=$out
 secs=$(sed -nE 's/.*np=2 \(([0-9]+)\.[0-9]s\).*/\1/p' <<<"$out")
 case $out in
-    PASS*) [ "${secs:-0}" -ge 3 ] || reason="the starved job ran within the 3 s limit, so this proves nothing: $out" ;;
+    PASS*) [ "${secs:-0}" -ge 8 ] || reason="the starved job ran within the 8 s limit, so this proves nothing: $out" ;;
     *) reason="--load-aware failed a job that only waited for the CPU: $out" ;;
 esac
 if [ -z "$reason" ]; then
