@@ -187,6 +187,8 @@ static void c_reduce_scatter_block(long bytes, int iter)
 typedef void (*fill_fn)(long bytes, int iter);
 typedef void (*check_fn)(long bytes, int iter);
 
+static void p_fill_allreduce(long bytes, int iter) { fill_sum(bytes / (long)sizeof(int), iter); }
+static void p_check_allreduce(long bytes, int iter) { check_sum(bytes / (long)sizeof(int), iter, "persistent allreduce"); }
 static void p_fill_bcast(long bytes, int iter) { if (rank == 0) mt_fill(bb, (size_t)bytes, 0, 6, iter); }
 static void p_check_bcast(long bytes, int iter) { CHECK_BUF(bb, (size_t)bytes, 0, 6, iter, "persistent bcast"); }
 static void p_fill_alltoall(long bytes, int iter)
@@ -319,25 +321,13 @@ int main(int argc, char **argv)
             persistent("allgather", &prq, pb, p_fill_allgather, p_check_allgather);
         }
 
-        mt_section("persistent allreduce");
-        MPI_Request rq;
-        long n = 1024;
-        CHECK_MPI(MPIX_Allreduce_init(sb, rb, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &rq));
-        unsigned long a0 = 0, r0 = 0;
-        for (int i = 0; i < 54; i++) {
-            if (i == 4) {
-                a0 = pvar_read(&allocs);
-                r0 = pvar_read(&runs);
-            }
-            fill_sum(n, i);
-            CHECK_MPI(MPI_Start(&rq));
-            CHECK_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
-            check_sum(n, i, "persistent allreduce");
+        {
+            MPI_Request prq;
+            long pb = 4096;
+            CHECK_MPI(MPIX_Allreduce_init(sb, rb, (int)(pb / (long)sizeof(int)), MPI_INT, MPI_SUM, MPI_COMM_WORLD,
+                                          MPI_INFO_NULL, &prq));
+            persistent("allreduce", &prq, pb, p_fill_allreduce, p_check_allreduce);
         }
-        if (pvar_read(&runs) != r0)
-            CHECK(pvar_read(&allocs) == a0, "persistent allreduce: %lu allocations in 50 starts",
-                  pvar_read(&allocs) - a0);
-        CHECK_MPI(MPI_Request_free(&rq));
         free(sb);
         free(rb);
         free(bb);
