@@ -2,7 +2,8 @@
 # coll_compare.sh -- coll/cdag against Open MPI's own collectives, in one run.
 #
 #   bench/coll_compare.sh [--np N] [--sizes LIST] [--reps R] [--component-path DIR]
-#                         [--tests "lat overlap sleep osutest"] [--pml ob1|rdrp]
+#                         [--tests "lat overlap sleep osutest"] [--pml ob1|rdrp] [--rt]
+#                         [--colls LIST] [--configs "tuned cdag cdag-thread"]
 #
 # Configurations, measured alternately rep by rep (best of R per value):
 #   tuned        Open MPI's defaults: coll/tuned (blocking), libnbc (nonblocking)
@@ -13,7 +14,13 @@
 #   overlap  busy compute with no MPI call (OSU's method)
 #   sleep    the host waits outside MPI in nanosleep (accelerator, I/O)
 #   osutest  busy compute with MPI_Test calls (OSU's -t)
+# --colls restricts the collectives (coll_bench -c), --configs the
+# configurations (a subset of the three above, in that order of runs).
 # --pml picks the PML underneath every configuration (default: Open MPI's).
+# --rt runs mpirun round-robin real-time (chrt -r 20) and the ranks, with
+# their engine threads, at chrt -r 10, bound to a core, when ranks <= cores:
+# other work on a shared machine cannot preempt a timed rank.  Every
+# configuration runs the same way.
 # The engine thread can only overlap busy computation when a core is free
 # for it: with as many ranks as cores it shares its rank's core.  While the
 # host sleeps, the rank's own core is free.
@@ -25,6 +32,9 @@ REPS=3
 TESTS="lat overlap"
 CPATH=""
 PML=""
+RT=0
+COLLS=""
+CONFIGS="tuned cdag cdag-thread"
 while [ $# -gt 0 ]; do
     case "$1" in
         --np) NP=$2; shift 2 ;;
@@ -33,6 +43,9 @@ while [ $# -gt 0 ]; do
         --tests) TESTS=$2; shift 2 ;;
         --component-path) CPATH=$2; shift 2 ;;
         --pml) PML=$2; shift 2 ;;
+        --rt) RT=1; shift ;;
+        --colls) COLLS=$2; shift 2 ;;
+        --configs) CONFIGS=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//; /^set -u/d'; exit 0 ;;
         *) echo "coll_compare.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -51,13 +64,19 @@ declare -A ARGS=(
     [cdag]="--mca coll_cdag_priority 100"
     [cdag-thread]="--mca coll_cdag_priority 100 --mca coll_cdag_progress thread"
 )
-CONFIGS="tuned cdag cdag-thread"
+LAUNCH=(timeout 600 mpirun)
+RANK=()
+if (( RT && NP <= $(nproc) )); then
+    # timeout inside chrt: a hung real-time job dies
+    LAUNCH=(chrt -r 20 timeout 600 mpirun --bind-to core --map-by core)
+    RANK=(chrt -r 10)
+fi
 for t in $TESTS; do
     for rep in $(seq 1 "$REPS"); do
         for c in $CONFIGS; do
             # shellcheck disable=SC2086
-            timeout 600 mpirun --allow-run-as-root --oversubscribe -np "$NP" ${PML:+--mca pml $PML} ${ARGS[$c]} \
-                "$BIN" "$t" -s "$SIZES" 2>"$OUT/$c.$t.$rep.err" |
+            "${LAUNCH[@]}" --allow-run-as-root --oversubscribe -np "$NP" ${PML:+--mca pml $PML} ${ARGS[$c]} \
+                "${RANK[@]}" "$BIN" "$t" -s "$SIZES" ${COLLS:+-c "$COLLS"} 2>"$OUT/$c.$t.$rep.err" |
                 awk -v c="$c" '{print c, $0}' >>"$OUT/raw.txt" ||
                 echo "!! $c $t rep $rep failed (see $OUT/$c.$t.$rep.err)"
         done
@@ -122,4 +141,5 @@ if command -v gnuplot >/dev/null 2>&1; then
     case " $TESTS " in *" overlap "*) plot overlap "overlap of nonblocking collectives with computation" "percent" ;; esac
 fi
 echo
+echo "# $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)$( (( RT )) && echo ", real-time round-robin (--rt)")"
 echo "# raw: $OUT/raw.txt"

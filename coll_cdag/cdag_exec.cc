@@ -14,6 +14,7 @@ Executor::Executor(std::shared_ptr<const Plan> plan, Transport &transport, uint3
     counter_.assign(n, 0);
     state_.assign(n, kDone);
     finished_.reserve(n);
+    deferred_.reserve(plan_->initial.size());  // no allocation in later runs
     if (scratch) {
         base_[static_cast<int>(Slot::Scratch)] = static_cast<char *>(scratch);
     } else if (plan_->scratch_bytes) {
@@ -30,7 +31,13 @@ char *Executor::addr(const Buf &b) const {
     return base ? base + b.off : nullptr;
 }
 
-int Executor::start(const void *sendbuf, void *recvbuf) {
+int Executor::start(const void *sendbuf, void *recvbuf) { return start_run(sendbuf, recvbuf, false); }
+
+int Executor::start_deferred(const void *sendbuf, void *recvbuf) { return start_run(sendbuf, recvbuf, true); }
+
+static bool is_local(OpKind k) { return k == OpKind::Copy || k == OpKind::Reduce; }
+
+int Executor::start_run(const void *sendbuf, void *recvbuf, bool defer_local) {
     if (running_) return kErrBusy;
     const Plan &p = *plan_;
     base_[static_cast<int>(Slot::Send)] = const_cast<char *>(static_cast<const char *>(sendbuf));
@@ -38,6 +45,7 @@ int Executor::start(const void *sendbuf, void *recvbuf) {
     seq_ = runs_++;
     error_ = 0;
     finished_.clear();
+    deferred_.clear();
     std::fill(counter_.begin(), counter_.end(), 0);
     std::fill(state_.begin(), state_.end(), kWaiting);
     remaining_ = p.num_vertices();
@@ -48,11 +56,28 @@ int Executor::start(const void *sendbuf, void *recvbuf) {
     draining_ = true;
     for (VertexId v : p.initial) {
         if (error_) break;
+        if (defer_local && is_local(p.ops[v].kind)) {
+            state_[v] = kInFlight;  // runs in run_deferred()
+            deferred_.push_back(v);
+            continue;
+        }
         fire(v);
     }
     draining_ = false;
     drain();
     return error_;
+}
+
+size_t Executor::run_deferred() {
+    size_t n = 0;
+    while (!deferred_.empty() && !error_) {
+        VertexId v = deferred_.back();
+        deferred_.pop_back();
+        state_[v] = kWaiting;  // fire() sets it in flight again
+        fire(v);
+        ++n;
+    }
+    return n;
 }
 
 void Executor::fire(VertexId v) {
@@ -103,6 +128,8 @@ void Executor::fail(VertexId v, int err) {
     /* Stop firing; the run ends as soon as nothing is in flight.  The
      * caller decides what to do with the error (abort the communicator). */
     finished_.clear();
+    for (VertexId d : deferred_) state_[d] = kDone;  // never ran: nothing will complete them
+    deferred_.clear();
     bool inflight = false;
     for (uint8_t s : state_) inflight |= (s == kInFlight);
     if (!inflight) running_ = false;
@@ -126,6 +153,8 @@ void Executor::drain() {
     }
     draining_ = false;
     if (error_) {
+        for (VertexId d : deferred_) state_[d] = kDone;  // never ran: nothing will complete them
+        deferred_.clear();
         bool inflight = false;
         for (uint8_t s : state_) inflight |= (s == kInFlight);
         if (!inflight) running_ = false;

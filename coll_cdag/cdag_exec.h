@@ -87,6 +87,20 @@ public:
      * immediately. */
     int start(const void *sendbuf, void *recvbuf);
 
+    /* start(), but the run's initial local operations (copies, reductions
+     * with no incoming edge: the own block of alltoall / allgather) are
+     * only queued, after every initial send and receive is posted; the
+     * caller runs them later with run_deferred() - from another thread,
+     * under the same serialisation as complete().  An engine thread uses
+     * this so that the application's start call costs only the posts and
+     * the copy happens while the application is away. */
+    int start_deferred(const void *sendbuf, void *recvbuf);
+
+    /* Run the local operations start_deferred() queued (none: no-op).
+     * Returns how many ran. */
+    size_t run_deferred();
+    bool has_deferred() const { return !deferred_.empty(); }
+
     /* Reuse for another collective instance of the same plan (a cached
      * executor): a new schedule id and reduction context, and the run
      * count back to zero, so its messages carry the ids a fresh executor
@@ -117,6 +131,7 @@ public:
 
 private:
     enum : uint8_t { kWaiting = 0, kInFlight = 1, kDone = 2 };
+    int start_run(const void *sendbuf, void *recvbuf, bool defer_local);
     void fire(VertexId v);
     void drain();
     char *addr(const Buf &b) const;
@@ -129,6 +144,7 @@ private:
     std::vector<uint32_t> counter_;
     std::vector<uint8_t> state_;
     std::vector<VertexId> finished_;  // completed, successors not yet bumped
+    std::vector<VertexId> deferred_;  // initial local vertices queued by start_deferred (in flight)
     std::unique_ptr<char[]> scratch_mem_;
     char *base_[kNumSlots] = {nullptr, nullptr, nullptr, nullptr};
     size_t remaining_ = 0;

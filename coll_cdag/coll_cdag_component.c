@@ -286,6 +286,15 @@ static void register_pvars(void)
              "touching the node pool (coll_cdag_throttle_token_cache)", &cdag_glue_stats.token_cache_hits);
     reg_pvar("dropped", "Arrivals dropped unread because their header was malformed (not a cdag packet)",
              &cdag_glue_stats.dropped);
+    reg_pvar("thread_local_ops", "Initial local operations of nonblocking starts (the own block's copy of "
+             "alltoall and allgather) that the engine thread ran (thread progress: the start only posts)",
+             &cdag_glue_stats.thread_local_ops);
+    reg_pvar("host_local_ops", "Initial local operations of nonblocking starts run by the application's "
+             "own progress (a test or wait reached them before the engine thread)",
+             &cdag_glue_stats.host_local_ops);
+    reg_pvar("thread_start_naps", "Naps the engine thread began while a nonblocking start waited to be "
+             "driven (it should drive a start at once: the application leaves MPI)",
+             &cdag_glue_stats.thread_start_naps);
 }
 
 /* ------------------------------------------------------------ open / close */

@@ -70,6 +70,9 @@ typedef struct cdag_glue_stats {
     uint64_t throttle_pools;   /* node token pools opened (one per communicator, throttle node) */
     uint64_t token_cache_hits; /* sends admitted from the rank's token cache, no shared memory touched */
     uint64_t dropped;          /* arrivals whose header failed check_packet (cdag_wire.h) */
+    uint64_t thread_local_ops; /* engine thread: initial copies/reductions of nonblocking starts it ran */
+    uint64_t host_local_ops;   /* the same, run by the application inside MPI (a test or wait came first) */
+    uint64_t thread_start_naps; /* engine thread: naps begun with a start it had not driven yet (0: a start is driven at once) */
 } cdag_glue_stats_t;
 extern cdag_glue_stats_t cdag_glue_stats;
 

@@ -430,7 +430,10 @@ int cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf, i
     {
         Lock l;
         ++cdag_glue_stats.runs;
-        rc = op->ex->start(sendbuf, recvbuf);
+        /* under the engine, the start only posts: initial local copies
+         * (the own block) are the engine's, run while the application is
+         * away (run_local_ops) */
+        rc = engine ? op->ex->start_deferred(sendbuf, recvbuf) : op->ex->start(sendbuf, recvbuf);
         if (engine && rc == 0 && !op->ex->done()) {
             op->counted = true;
             G.running.push_back(op);
@@ -448,6 +451,8 @@ int cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf, i
 int cdag_glue_op_test(cdag_glue_op_t *op)
 {
     Lock l;
+    /* the application is in MPI before the engine ran the start's copies */
+    if (op->ex->has_deferred()) cdag_glue_stats.host_local_ops += op->ex->run_deferred();
     if (!op->ex->done()) return 0;
     uncount(op);
     return op->ex->error() ? (op->ex->error() < 0 ? op->ex->error() : -op->ex->error()) : 1;

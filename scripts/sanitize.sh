@@ -13,7 +13,7 @@
 #             engines that take locks or share memory between threads or
 #             processes (throttle, credit, shm ring, ucx_glue, cdag
 #             executor), then the MPI tests that use threads (p2p_threads,
-#             mt_coll_threads, coll_cdag_thread_progress with the cdag
+#             mt_coll_threads, coll_cdag_thread_progress and _handoff with the cdag
 #             engine thread) with libtsan preloaded into every rank and
 #             scripts/tsan-suppressions.txt (races inside the uninstrumented
 #             Open MPI / PMIx / UCX only; see that file).  A rank's report
@@ -213,7 +213,7 @@ for m in "${modes[@]}"; do
             "rdrp-throttle-node;^p2p_threads$;--mca pml rdrp --mca pml_rdrp_throttle node --mca pml_rdrp_throttle_node_tokens 4" \
             "btl-credit;^p2p_threads$;--mca pml ob1 --mca btl self,credit" \
             "coll-cdag-rdrp;^mt_coll_threads$;--mca pml rdrp --mca coll_cdag_priority 100" \
-            "coll-cdag-thread;^(mt_coll_threads|coll_cdag_thread_progress)$;--mca pml rdrp --mca coll_cdag_priority 100 --mca coll_cdag_progress thread" \
+            "coll-cdag-thread;^(mt_coll_threads|coll_cdag_thread_progress|coll_cdag_thread_handoff)$;--mca pml rdrp --mca coll_cdag_priority 100 --mca coll_cdag_progress thread" \
             "coll-cdag-thread-throttle;^mt_coll_threads$;--mca pml rdrp --mca coll_cdag_priority 100 --mca coll_cdag_progress thread --mca coll_cdag_throttle node --mca coll_cdag_throttle_node_tokens 1"; do
             IFS=';' read -r name only args <<<"$run"
             out=$dir/tsan-mpi-$name.out

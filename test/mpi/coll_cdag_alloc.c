@@ -7,8 +7,11 @@
  * calls of the same kind must not move it.  Kinds: blocking allreduce
  * (8 B, 64 KiB), bcast (1 KiB, 1 MiB), allgather, alltoall, barrier,
  * reduce_scatter with equal counts;
- * nonblocking iallreduce and ibcast; a persistent allreduce (MPIX
- * Allreduce_init) started repeatedly.  Results are checked too.
+ * reduce, gather, scatter, scan, exscan, reduce_scatter_block;
+ * nonblocking iallreduce, ibcast, ialltoall, iallgather (under the
+ * engine thread their own-block copy runs there); persistent allreduce,
+ * bcast, alltoall and allgather (MPIX_*_init) started repeatedly.
+ * Results are checked too.
  *
  * Messages that arrive before their receive are held in pools that grow
  * to the high-water mark of how far peers run ahead (a timing matter,
@@ -97,6 +100,134 @@ static void c_alltoall(long bytes, int iter)
         CHECK_BUF(ba + (size_t)j * (size_t)bytes, (size_t)bytes, j, rank, iter, "alltoall from %d", j);
 }
 
+static void c_ialltoall(long bytes, int iter)
+{
+    MPI_Request rq;
+    for (int j = 0; j < size; j++) mt_fill(bb + (size_t)j * (size_t)bytes, (size_t)bytes, rank, j, iter);
+    CHECK_MPI(MPI_Ialltoall(bb, (int)bytes, MPI_BYTE, ba, (int)bytes, MPI_BYTE, MPI_COMM_WORLD, &rq));
+    CHECK_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    for (int j = 0; j < size; j++)
+        CHECK_BUF(ba + (size_t)j * (size_t)bytes, (size_t)bytes, j, rank, iter, "ialltoall from %d", j);
+}
+
+static void c_iallgather(long bytes, int iter)
+{
+    MPI_Request rq;
+    mt_fill(bb, (size_t)bytes, rank, 4, iter);
+    CHECK_MPI(MPI_Iallgather(bb, (int)bytes, MPI_BYTE, ba, (int)bytes, MPI_BYTE, MPI_COMM_WORLD, &rq));
+    CHECK_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    for (int j = 0; j < size; j++)
+        CHECK_BUF(ba + (size_t)j * (size_t)bytes, (size_t)bytes, j, 4, iter, "iallgather from %d", j);
+}
+
+static void c_reduce(long bytes, int iter)
+{
+    long n = bytes / (long)sizeof(int);
+    fill_sum(n, iter);
+    CHECK_MPI(MPI_Reduce(sb, rb, (int)n, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD));
+    if (rank == 0) check_sum(n, iter, "reduce");
+}
+
+static void c_gather(long bytes, int iter)
+{
+    mt_fill(bb, (size_t)bytes, rank, 5, iter);
+    CHECK_MPI(MPI_Gather(bb, (int)bytes, MPI_BYTE, ba, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD));
+    if (rank == 0)
+        for (int j = 0; j < size; j++)
+            CHECK_BUF(ba + (size_t)j * (size_t)bytes, (size_t)bytes, j, 5, iter, "gather from %d", j);
+}
+
+static void c_scatter(long bytes, int iter)
+{
+    if (rank == 0)
+        for (int j = 0; j < size; j++) mt_fill(bb + (size_t)j * (size_t)bytes, (size_t)bytes, 0, j, iter);
+    CHECK_MPI(MPI_Scatter(bb, (int)bytes, MPI_BYTE, ba, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD));
+    CHECK_BUF(ba, (size_t)bytes, 0, rank, iter, "scatter");
+}
+
+/* scan (exclusive: exscan) of fill_sum's values over ranks 0..rank */
+static void c_scan_or_exscan(long bytes, int iter, int exclusive)
+{
+    long n = bytes / (long)sizeof(int);
+    fill_sum(n, iter);
+    if (exclusive) CHECK_MPI(MPI_Exscan(sb, rb, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    else CHECK_MPI(MPI_Scan(sb, rb, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    if (exclusive && rank == 0) return;  /* undefined there */
+    int upto = exclusive ? rank - 1 : rank;
+    for (long i = 0; i < n; i++) {
+        long want = 0;
+        for (int r = 0; r <= upto; r++) want += (r + 1) * (i % 17 + 1) + iter;
+        if (rb[i] != (int)want) {
+            CHECK(0, "%s: element %ld is %d, expected %ld", exclusive ? "exscan" : "scan", i, rb[i], want);
+            return;
+        }
+    }
+}
+
+static void c_scan(long bytes, int iter) { c_scan_or_exscan(bytes, iter, 0); }
+static void c_exscan(long bytes, int iter) { c_scan_or_exscan(bytes, iter, 1); }
+
+static void c_reduce_scatter_block(long bytes, int iter)
+{
+    long n = bytes / (long)sizeof(int);
+    fill_sum(n * size, iter);
+    CHECK_MPI(MPI_Reduce_scatter_block(sb, rb, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    for (long i = 0; i < n; i++) {
+        long g = (long)rank * n + i, want = 0;
+        for (int r = 0; r < size; r++) want += (r + 1) * (g % 17 + 1) + iter;
+        if (rb[i] != (int)want) {
+            CHECK(0, "reduce_scatter_block: element %ld is %d, expected %ld", i, rb[i], want);
+            return;
+        }
+    }
+}
+
+/* One persistent request started 54 times: the last 50 starts allocate
+ * nothing.  init makes the request; start_fill refills its input. */
+typedef void (*fill_fn)(long bytes, int iter);
+typedef void (*check_fn)(long bytes, int iter);
+
+static void p_fill_allreduce(long bytes, int iter) { fill_sum(bytes / (long)sizeof(int), iter); }
+static void p_check_allreduce(long bytes, int iter) { check_sum(bytes / (long)sizeof(int), iter, "persistent allreduce"); }
+static void p_fill_bcast(long bytes, int iter) { if (rank == 0) mt_fill(bb, (size_t)bytes, 0, 6, iter); }
+static void p_check_bcast(long bytes, int iter) { CHECK_BUF(bb, (size_t)bytes, 0, 6, iter, "persistent bcast"); }
+static void p_fill_alltoall(long bytes, int iter)
+{
+    for (int j = 0; j < size; j++) mt_fill(bb + (size_t)j * (size_t)bytes, (size_t)bytes, rank, j, iter);
+}
+static void p_check_alltoall(long bytes, int iter)
+{
+    for (int j = 0; j < size; j++)
+        CHECK_BUF(ba + (size_t)j * (size_t)bytes, (size_t)bytes, j, rank, iter, "persistent alltoall from %d", j);
+}
+static void p_fill_allgather(long bytes, int iter) { mt_fill(bb, (size_t)bytes, rank, 7, iter); }
+static void p_check_allgather(long bytes, int iter)
+{
+    for (int j = 0; j < size; j++)
+        CHECK_BUF(ba + (size_t)j * (size_t)bytes, (size_t)bytes, j, 7, iter, "persistent allgather from %d", j);
+}
+
+static void persistent(const char *what, MPI_Request *rq, long bytes, fill_fn fill, check_fn check)
+{
+    char sec[96];
+    snprintf(sec, sizeof sec, "persistent %s %ld B", what, bytes);
+    mt_section(sec);
+    unsigned long a0 = 0, r0 = 0;
+    for (int i = 0; i < 54; i++) {
+        if (i == 4) {
+            a0 = pvar_read(&allocs);
+            r0 = pvar_read(&runs);
+        }
+        fill(bytes, i);
+        CHECK_MPI(MPI_Start(rq));
+        CHECK_MPI(MPI_Wait(rq, MPI_STATUS_IGNORE));
+        check(bytes, i);
+    }
+    if (pvar_read(&runs) != r0)
+        CHECK(pvar_read(&allocs) == a0, "%s: %lu allocations in 50 starts", sec, pvar_read(&allocs) - a0);
+    CHECK_MPI(MPI_Request_free(rq));
+}
+
 /* equal counts: coll/cdag runs it as reduce_scatter_block, whose plan is
  * cached (a v-form call would compile its schedule every time) */
 static void c_reduce_scatter(long bytes, int iter)
@@ -166,28 +297,37 @@ int main(int argc, char **argv)
             steady("reduce_scatter", c_reduce_scatter, 16);
             steady("reduce_scatter", c_reduce_scatter, 65536 / size / 4 * 4);
         }
+        steady("reduce", c_reduce, 4096);
+        steady("gather", c_gather, 1024);
+        steady("scatter", c_scatter, 1024);
+        steady("scan", c_scan, 4096);
+        steady("exscan", c_exscan, 4096);
+        if (size <= 64) steady("reduce_scatter_block", c_reduce_scatter_block, 65536 / size / 4 * 4);
         steady("iallreduce", c_iallreduce, 4096);
         steady("ibcast", c_ibcast, 65536);
-
-        mt_section("persistent allreduce");
-        MPI_Request rq;
-        long n = 1024;
-        CHECK_MPI(MPIX_Allreduce_init(sb, rb, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &rq));
-        unsigned long a0 = 0, r0 = 0;
-        for (int i = 0; i < 54; i++) {
-            if (i == 4) {
-                a0 = pvar_read(&allocs);
-                r0 = pvar_read(&runs);
-            }
-            fill_sum(n, i);
-            CHECK_MPI(MPI_Start(&rq));
-            CHECK_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
-            check_sum(n, i, "persistent allreduce");
+        steady("ialltoall", c_ialltoall, 65536);
+        steady("iallgather", c_iallgather, 65536);
+        steady("iallgather", c_iallgather, 1048576);
+        {
+            MPI_Request prq;
+            long pb = 65536;
+            CHECK_MPI(MPIX_Bcast_init(bb, (int)pb, MPI_BYTE, 0, MPI_COMM_WORLD, MPI_INFO_NULL, &prq));
+            persistent("bcast", &prq, pb, p_fill_bcast, p_check_bcast);
+            CHECK_MPI(MPIX_Alltoall_init(bb, (int)pb, MPI_BYTE, ba, (int)pb, MPI_BYTE, MPI_COMM_WORLD,
+                                         MPI_INFO_NULL, &prq));
+            persistent("alltoall", &prq, pb, p_fill_alltoall, p_check_alltoall);
+            CHECK_MPI(MPIX_Allgather_init(bb, (int)pb, MPI_BYTE, ba, (int)pb, MPI_BYTE, MPI_COMM_WORLD,
+                                          MPI_INFO_NULL, &prq));
+            persistent("allgather", &prq, pb, p_fill_allgather, p_check_allgather);
         }
-        if (pvar_read(&runs) != r0)
-            CHECK(pvar_read(&allocs) == a0, "persistent allreduce: %lu allocations in 50 starts",
-                  pvar_read(&allocs) - a0);
-        CHECK_MPI(MPI_Request_free(&rq));
+
+        {
+            MPI_Request prq;
+            long pb = 4096;
+            CHECK_MPI(MPIX_Allreduce_init(sb, rb, (int)(pb / (long)sizeof(int)), MPI_INT, MPI_SUM, MPI_COMM_WORLD,
+                                          MPI_INFO_NULL, &prq));
+            persistent("allreduce", &prq, pb, p_fill_allreduce, p_check_allreduce);
+        }
         free(sb);
         free(rb);
         free(bb);
