@@ -304,13 +304,16 @@ T0=$SECONDS
 
 # Preflight: one tiny run per configuration, so a component that does not
 # load is reported once instead of failing every benchmark.
-preflight() {
-    local cfg=$1 np=$2 -
+preflight() {   # CONFIG NP KIND(p2p|coll)
+    local cfg=$1 np=$2 kind=$3 -
     local log=$OUT/logs/preflight-$cfg
     set -f
     local prog
-    if [[ -n ${BIN[osu_latency]:-} ]]; then prog="${BIN[osu_latency]} -m 1:1 -i 10 -x 1"
-    elif [[ -n ${BIN[osu_barrier]:-} ]]; then prog="${BIN[osu_barrier]} -i 10 -x 1"
+    # osu_latency needs exactly 2 ranks: collective configurations at
+    # other rank counts are tried with osu_barrier
+    if [[ -n ${BIN[osu_barrier]:-} && ( $kind == coll || -z ${BIN[osu_latency]:-} ) ]]; then
+        prog="${BIN[osu_barrier]} -i 10 -x 1"
+    elif [[ -n ${BIN[osu_latency]:-} ]]; then prog="${BIN[osu_latency]} -m 1:1 -i 10 -x 1"
     else prog="${IMB_BIN:-$IMB_CHECK_BIN} -npmin $np -msglog 0:0 -iter 10 PingPong"; fi
     # shellcheck disable=SC2046
     timeout --kill-after=10 60 $(mpirun_for "$np") $(cfg_args "$cfg") $MPIRUN_ARGS $prog \
@@ -327,8 +330,8 @@ echo "# $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)$( (( RT )) && echo
 need_p2p=0; need_coll=0
 for b in "${SEL[@]}"; do [[ ${B_KIND[$b]} == p2p ]] && need_p2p=1 || need_coll=1; done
 (( need_coll && COLL_NP > $(nproc) )) && echo "# note: $COLL_NP ranks on $(nproc) cores (oversubscribed): collective times include scheduling"
-(( need_p2p )) && for c in "${P2P_CFGS[@]}"; do preflight "$c" "$NP"; done
-(( need_coll )) && for c in "${COLL_CFGS[@]}"; do preflight "$c" "$COLL_NP"; done
+(( need_p2p )) && for c in "${P2P_CFGS[@]}"; do preflight "$c" "$NP" p2p; done
+(( need_coll )) && for c in "${COLL_CFGS[@]}"; do preflight "$c" "$COLL_NP" coll; done
 
 if (( TIMING )); then
     for ((rep = 1; rep <= REPS; rep++)); do
