@@ -46,7 +46,8 @@ Benchmarks (at least one of --osu / --imb)
   --osu DIR          a built OSU Micro-Benchmarks tree (install prefix, its
                      libexec/osu-micro-benchmarks/mpi, or the build tree):
                      osu_latency osu_bw osu_bibw osu_mbw_mr, osu_allreduce
-                     osu_bcast osu_alltoall osu_allgather osu_reduce osu_barrier
+                     osu_bcast osu_alltoall osu_allgather osu_reduce
+                     osu_gather osu_scatter osu_reduce_scatter osu_barrier
   --imb DIR          directory holding a built IMB-MPI1 (timed runs):
                      PingPong Sendrecv Exchange, Allreduce Bcast Alltoall
   --imb-check DIR    directory holding an IMB-MPI1 built with -DCHECK (data
@@ -136,7 +137,7 @@ log2() { local v=$1 l=0; while (( (1 << (l + 1)) <= v )); do l=$((l + 1)); done;
 find_bin() { find -L "$1" -maxdepth 7 -type f -name "$2" -perm -u+x 2>/dev/null | sort | head -1; }
 declare -A BIN=()
 OSU_P2P="osu_latency osu_bw osu_bibw osu_mbw_mr"
-OSU_COLL="osu_allreduce osu_bcast osu_alltoall osu_allgather osu_reduce osu_barrier"
+OSU_COLL="osu_allreduce osu_bcast osu_alltoall osu_allgather osu_reduce osu_gather osu_scatter osu_reduce_scatter osu_barrier"
 IMB_P2P="PingPong Sendrecv Exchange"
 IMB_COLL="Allreduce Bcast Alltoall"
 if [[ -n $OSU_DIR ]]; then
@@ -303,13 +304,16 @@ T0=$SECONDS
 
 # Preflight: one tiny run per configuration, so a component that does not
 # load is reported once instead of failing every benchmark.
-preflight() {
-    local cfg=$1 np=$2 -
+preflight() {   # CONFIG NP KIND(p2p|coll)
+    local cfg=$1 np=$2 kind=$3 -
     local log=$OUT/logs/preflight-$cfg
     set -f
     local prog
-    if [[ -n ${BIN[osu_latency]:-} ]]; then prog="${BIN[osu_latency]} -m 1:1 -i 10 -x 1"
-    elif [[ -n ${BIN[osu_barrier]:-} ]]; then prog="${BIN[osu_barrier]} -i 10 -x 1"
+    # osu_latency needs exactly 2 ranks: collective configurations at
+    # other rank counts are tried with osu_barrier
+    if [[ -n ${BIN[osu_barrier]:-} && ( $kind == coll || -z ${BIN[osu_latency]:-} ) ]]; then
+        prog="${BIN[osu_barrier]} -i 10 -x 1"
+    elif [[ -n ${BIN[osu_latency]:-} ]]; then prog="${BIN[osu_latency]} -m 1:1 -i 10 -x 1"
     else prog="${IMB_BIN:-$IMB_CHECK_BIN} -npmin $np -msglog 0:0 -iter 10 PingPong"; fi
     # shellcheck disable=SC2046
     timeout --kill-after=10 60 $(mpirun_for "$np") $(cfg_args "$cfg") $MPIRUN_ARGS $prog \
@@ -326,8 +330,8 @@ echo "# $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)$( (( RT )) && echo
 need_p2p=0; need_coll=0
 for b in "${SEL[@]}"; do [[ ${B_KIND[$b]} == p2p ]] && need_p2p=1 || need_coll=1; done
 (( need_coll && COLL_NP > $(nproc) )) && echo "# note: $COLL_NP ranks on $(nproc) cores (oversubscribed): collective times include scheduling"
-(( need_p2p )) && for c in "${P2P_CFGS[@]}"; do preflight "$c" "$NP"; done
-(( need_coll )) && for c in "${COLL_CFGS[@]}"; do preflight "$c" "$COLL_NP"; done
+(( need_p2p )) && for c in "${P2P_CFGS[@]}"; do preflight "$c" "$NP" p2p; done
+(( need_coll )) && for c in "${COLL_CFGS[@]}"; do preflight "$c" "$COLL_NP" coll; done
 
 if (( TIMING )); then
     for ((rep = 1; rep <= REPS; rep++)); do

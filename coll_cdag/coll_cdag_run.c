@@ -329,12 +329,11 @@ static int request_cancel(ompi_request_t *req, int flag)
     return OMPI_SUCCESS;  /* collectives cannot be cancelled: they just complete */
 }
 
-/* Unpack staged results and hand the request to MPI. */
-static void request_finish(mca_coll_cdag_request_t *r, int rc)
+/* Unpack a staged result into the user's buffer. */
+static void unpack_result(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
 {
     const cdag_call_t *c = &r->call;
-    if (rc == 1 && r->recv_stage) {
-        ompi_communicator_t *comm = r->nbc.super.req_mpi_object.comm;
+    if (r->recv_stage) {
         int size = ompi_comm_size(comm);
         size_t count = 0;
         ompi_datatype_t *dt = c->rdtype;
@@ -352,6 +351,12 @@ static void request_finish(mca_coll_cdag_request_t *r, int rc)
             unpack_into(c->rbuf, count, dt, r->recv_stage, r->recv_stage_len);
         }
     }
+}
+
+/* Unpack staged results and hand the request to MPI. */
+static void request_finish(mca_coll_cdag_request_t *r, int rc)
+{
+    if (rc == 1) unpack_result(r, r->nbc.super.req_mpi_object.comm);
     r->nbc.super.req_status.MPI_ERROR = rc == 1 ? MPI_SUCCESS : MPI_ERR_INTERN;
     r->nbc.super.req_status._ucount = 0;
     if (r->freed) {
@@ -407,11 +412,10 @@ int mca_coll_cdag_progress(void)
 }
 
 /* Pack what the engine reads (and, in place, the data already in the
- * receive buffer), then start the run. */
-static int request_start_one(mca_coll_cdag_request_t *r, int nonblocking)
+ * receive buffer): sets run_sbuf and run_rbuf. */
+static int stage_buffers(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
 {
     const cdag_call_t *c = &r->call;
-    ompi_communicator_t *comm = r->nbc.super.req_mpi_object.comm;
     int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
     int in_place = c->in_place;
     size_t len;
@@ -511,12 +515,20 @@ static int request_start_one(mca_coll_cdag_request_t *r, int nonblocking)
         }
         break;
     }
+    return OMPI_SUCCESS;
+}
+
+/* Stage, then start the run and list the request for progress. */
+static int request_start_one(mca_coll_cdag_request_t *r, int nonblocking)
+{
+    int rc = stage_buffers(r, r->nbc.super.req_mpi_object.comm);
+    if (rc != OMPI_SUCCESS) return rc;
     r->nbc.super.req_state = OMPI_REQUEST_ACTIVE;
     r->nbc.super.req_complete = REQUEST_PENDING;
     r->nbc.super.req_status.MPI_ERROR = MPI_SUCCESS;
     /* listed only once started: another thread's progress must never test
      * an op that still holds its previous run's (finished) state */
-    int rc = cdag_glue_op_start(r->op, r->run_sbuf, r->run_rbuf, nonblocking);
+    rc = cdag_glue_op_start(r->op, r->run_sbuf, r->run_rbuf, nonblocking);
     if (rc != 0) {
         __atomic_store_n(&r->active, 0, __ATOMIC_RELAXED);
         return OMPI_ERROR;
@@ -534,6 +546,50 @@ static int request_start(size_t count, ompi_request_t **reqs)
         if (rc != OMPI_SUCCESS) return rc;
     }
     return OMPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------ blocking */
+/* A blocking call's datatypes and op were not retained (they outlive the
+ * call): drop them without a release. */
+static void forget_args(mca_coll_cdag_request_t *r)
+{
+    r->call.sdtype = r->call.rdtype = NULL;
+    r->call.op = NULL;
+}
+
+/* A blocking call: nothing of it outlives the call, so it needs no MPI
+ * request (no communicator retain, no request init or completion) and no
+ * place on the active list (no list lock, no walk of the other runs):
+ * this thread stages, starts and drives its own run.  The engine thread
+ * never carries it (cdag_glue_op_start with nonblocking 0).  Under
+ * MPI_THREAD_MULTIPLE other threads' progress only moves the worker; the
+ * run is tested and finished here alone. */
+static int run_blocking(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
+{
+    int rc = stage_buffers(r, comm);
+    if (rc == OMPI_SUCCESS && cdag_glue_op_start(r->op, r->run_sbuf, r->run_rbuf, 0) != 0) rc = OMPI_ERROR;
+    if (rc == OMPI_SUCCESS) {
+        /* the private worker every turn; the rest of Open MPI (the PML's
+         * progress, other components) every 64th, as before */
+        int done, spins = 0;
+        while ((done = cdag_glue_op_test(r->op)) == 0) {
+            cdag_glue_progress();
+            if (++spins >= 64) {
+                spins = 0;
+                opal_progress();
+            }
+        }
+        if (done == 1) unpack_result(r, comm);
+        else rc = OMPI_ERROR;
+    }
+    cdag_glue_op_free(r->op);
+    r->op = NULL;
+    free(r->send_stage);
+    free(r->recv_stage);
+    r->send_stage = r->recv_stage = NULL;
+    forget_args(r);
+    request_put(r);
+    return rc;
 }
 
 /* ------------------------------------------------------------ the run */
@@ -582,9 +638,11 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
     if (!r) return OMPI_ERR_OUT_OF_RESOURCE;
     r->module = m;
     r->call = *call;
-    if (call->sdtype) OBJ_RETAIN(call->sdtype);
-    if (call->rdtype) OBJ_RETAIN(call->rdtype);
-    if (call->op) OBJ_RETAIN(call->op);
+    if (mode != 0) {  /* a blocking call's arguments live as long as its run */
+        if (call->sdtype) OBJ_RETAIN(call->sdtype);
+        if (call->rdtype) OBJ_RETAIN(call->rdtype);
+        if (call->op) OBJ_RETAIN(call->op);
+    }
 
     const cdag_call_t *c = &r->call;
     vside_t sv = {0}, rv = {0};
@@ -688,6 +746,7 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
     a1 = a2 = a3 = a4 = NULL;
     if (!r->op) {
         CDAG_VERBOSE(1, "cannot build a schedule for collective %d (error %d)", c->coll, err);
+        if (mode == 0) forget_args(r);
         release_args(r);
         request_put(r);
         return OMPI_ERR_NOT_SUPPORTED;
@@ -699,6 +758,8 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
             CDAG_VERBOSE(CDAG_EXPLAIN_LEVEL, "plan: %s (cid %u) rank %d: %s", comm->c_name,
                          comm->c_contextid, rank, what);
     }
+
+    if (mode == 0) return run_blocking(r, comm);
 
     OMPI_REQUEST_INIT(&r->nbc.super, mode == 2);
     r->nbc.super.req_type = OMPI_REQUEST_COLL;
@@ -726,27 +787,11 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
         *request = &r->nbc.super;
         return OMPI_SUCCESS;
     }
-    /* blocking: drive it here (also under thread progress: the engine
-     * thread carries only what the application leaves MPI with) */
-    int spins = 0;
-    /* acquire loads, as in request_free: under MPI_THREAD_MULTIPLE another
-     * thread's progress may finish this run, and its release store of
-     * active orders what it wrote (status, received data) and read before
-     * our reads, request_destroy and the reuse of r (ThreadSanitizer,
-     * threaded soak's blocking Allreduce fence, 4 threads: the status read
-     * here, the destroy and the reset in request_get each unordered with
-     * request_finish in the completing thread) */
-    while (__atomic_load_n(&r->nbc.super.req_complete, __ATOMIC_ACQUIRE) != REQUEST_COMPLETED ||
-           __atomic_load_n(&r->active, __ATOMIC_ACQUIRE)) {
-        mca_coll_cdag_progress();
-        if (++spins >= 64) { spins = 0; opal_progress(); }
-    }
-    rc = r->nbc.super.req_status.MPI_ERROR;
-    request_destroy(r);
-    return rc == MPI_SUCCESS ? OMPI_SUCCESS : OMPI_ERROR;
+    return OMPI_SUCCESS;
 
 oom:
     free(a1); free(a2); free(a3); free(a4);
+    if (mode == 0) forget_args(r);
     release_args(r);
     request_put(r);
     return OMPI_ERR_OUT_OF_RESOURCE;
