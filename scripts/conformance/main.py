@@ -49,6 +49,8 @@ def parse_args(argv):
                    help="runs again, alone, of a test that fails in a configuration of ours but passes with ob1 "
                    "(mpi4py: of a failing test case, in every configuration); one that passes then is "
                    "reported as flaky, not as failed (default 1)")
+    p.add_argument("--make-jobs", metavar="N", type=int, default=2,
+                   help="compilers at a time when building a row's programs (default 2)")
     p.add_argument("--maxnp", metavar="N", type=int, default=4,
                    help="rank cap, alike for every configuration (default 4)")
     p.add_argument("--mpi4py-np", metavar="LIST", help="ranks for mpi4py (default 1,2,3)")
@@ -161,7 +163,7 @@ def run_mpich(a, top, plan, names, store, out, env_prefix):
         t0 = time.time()
         print("== %s: building %d programs with the suite's Makefiles" % (row, len({(e.directory, e.prog) for e in entries})),
               flush=True)
-        built = mpich.build(entries, makes, os.path.join(out, "build.log"))
+        built = mpich.build(entries, makes, os.path.join(out, "build.log"), a.make_jobs)
         print("   built in %s" % fmt_secs(time.time() - t0), flush=True)
         for n in todo:
             t1 = time.time()
