@@ -83,6 +83,21 @@ class Store:
         elif os.path.exists(self.path):
             os.unlink(self.path)
 
+    def forget(self, keys):
+        """Drop the records of entries now excluded (a --resume over results
+        from before the exclusion would count them): rewrites the file."""
+        stale = [k for k in self.recs if k[0] in keys]
+        if not stale:
+            return 0
+        for k in stale:
+            del self.recs[k]
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            for r in self.recs.values():
+                f.write(json.dumps(r) + "\n")
+        os.replace(tmp, self.path)
+        return len(stale)
+
     def has(self, key, config):
         return (key, config) in self.recs
 
@@ -406,6 +421,9 @@ def main(argv):
     check_components(names)
     store = Store(out, keep=a.resume)
     print("conformance: results and logs in %s" % out, flush=True)
+    dropped = store.forget({e.key for _, _, skipped, _ in plan for e, _ in skipped})
+    if dropped:
+        print("conformance: dropped %d earlier results of entries now excluded" % dropped, flush=True)
     if top:
         run_mpich(a, top, plan, names, store, out, env_prefix)
     if runtests:
