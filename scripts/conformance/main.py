@@ -49,6 +49,8 @@ def parse_args(argv):
                    help="runs again, alone, of a test that fails in a configuration of ours but passes with ob1 "
                    "(mpi4py: of a failing test case, in every configuration); one that passes then is "
                    "reported as flaky, not as failed (default 1)")
+    p.add_argument("--make-jobs", metavar="N", type=int, default=2,
+                   help="compilers at a time when building a row's programs (default 2)")
     p.add_argument("--maxnp", metavar="N", type=int, default=4,
                    help="rank cap, alike for every configuration (default 4)")
     p.add_argument("--mpi4py-np", metavar="LIST", help="ranks for mpi4py (default 1,2,3)")
@@ -80,6 +82,21 @@ class Store:
                     self.recs[(r["key"], r["config"])] = r
         elif os.path.exists(self.path):
             os.unlink(self.path)
+
+    def forget(self, keys):
+        """Drop the records of entries now excluded (a --resume over results
+        from before the exclusion would count them): rewrites the file."""
+        stale = [k for k in self.recs if k[0] in keys]
+        if not stale:
+            return 0
+        for k in stale:
+            del self.recs[k]
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            for r in self.recs.values():
+                f.write(json.dumps(r) + "\n")
+        os.replace(tmp, self.path)
+        return len(stale)
 
     def has(self, key, config):
         return (key, config) in self.recs
@@ -161,7 +178,7 @@ def run_mpich(a, top, plan, names, store, out, env_prefix):
         t0 = time.time()
         print("== %s: building %d programs with the suite's Makefiles" % (row, len({(e.directory, e.prog) for e in entries})),
               flush=True)
-        built = mpich.build(entries, makes, os.path.join(out, "build.log"))
+        built = mpich.build(entries, makes, os.path.join(out, "build.log"), a.make_jobs)
         print("   built in %s" % fmt_secs(time.time() - t0), flush=True)
         for n in todo:
             t1 = time.time()
@@ -404,6 +421,9 @@ def main(argv):
     check_components(names)
     store = Store(out, keep=a.resume)
     print("conformance: results and logs in %s" % out, flush=True)
+    dropped = store.forget({e.key for _, _, skipped, _ in plan for e, _ in skipped})
+    if dropped:
+        print("conformance: dropped %d earlier results of entries now excluded" % dropped, flush=True)
     if top:
         run_mpich(a, top, plan, names, store, out, env_prefix)
     if runtests:
