@@ -93,6 +93,7 @@ typedef struct mca_pml_rdrp_counters {
     uint64_t ucx_sent;             /* messages sent as UCX active messages */
     uint64_t throttled;            /* sends that waited for admission (pml_rdrp_throttle) */
     uint64_t throttle_cache_hits;  /* sends admitted from the rank's token cache */
+    uint64_t unexpected_inline;    /* unexpected payloads kept in their descriptor (pml_rdrp_request.h) */
 } mca_pml_rdrp_counters_t;
 extern mca_pml_rdrp_counters_t mca_pml_rdrp_counters;
 OMPI_MODULE_DECLSPEC extern mca_pml_base_component_2_0_0_t mca_pml_rdrp_component;

@@ -385,6 +385,8 @@ static void register_pvars(void)
     reg_pvar("rndv_cma", "Rendezvous messages sent over the cma data path (one kernel copy on the node)",
              MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_cma);
     reg_pvar("unexpected", "Arrivals that found no matching posted receive", MCA_BASE_PVAR_CLASS_COUNTER, &k->unexpected);
+    reg_pvar("unexpected_inline", "Unexpected payloads small enough to wait in their descriptor (not in a mailbox slot "
+             "or a heap copy)", MCA_BASE_PVAR_CLASS_COUNTER, &k->unexpected_inline);
     reg_pvar("rndv_rdrp", "Rendezvous messages sent with the rdrp (chunked pull) protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_rdrp);
     reg_pvar("rndv_get", "Rendezvous messages sent with the get protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_get);
     reg_pvar("rndv_put", "Rendezvous messages sent with the put protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_put);

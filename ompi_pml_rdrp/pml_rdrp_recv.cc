@@ -77,6 +77,12 @@ static bool own_payload(Unexpected *u)
         u->slot = credit_arrive(u->credit_src, u->credit_piggy);
     }
     if (u->owns_data || u->data_len == 0) return true;
+    if (u->data_len <= sizeof(u->small)) {  /* small: in the descriptor (see Unexpected::small) */
+        std::memcpy(u->small, u->data, u->data_len);
+        u->data = u->small;
+        ++stats.unexpected_inline;
+        return true;
+    }
     if (u->slot >= 0) {  /* credit-gated: the payload waits in its mailbox slot */
         char *mem = credit_slot_mem(u->slot);
         std::memcpy(mem, u->data, u->data_len);

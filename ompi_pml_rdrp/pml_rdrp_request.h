@@ -139,6 +139,7 @@ struct Request {
 };
 
 /* An arrival that has not met its receive yet. */
+#define RDRP_UNEX_INLINE_MAX 128
 struct Unexpected {
     rdrp_match_item_t match; /* must be first */
     uint8_t  type;           /* RDRP_AM_EAGER or RDRP_AM_RTS */
@@ -159,6 +160,14 @@ struct Unexpected {
                                 engine (see credit_consumed) */
     uint32_t credit_src;     /* ... its sender's vpid and piggybacked credits */
     uint32_t credit_piggy;
+    /* An unmatched payload of at most RDRP_UNEX_INLINE_MAX bytes waits
+     * here rather than in its mailbox slot (which it still holds for its
+     * credit).  The slots lie slot_size (128 KiB) apart: each small payload
+     * in one touched a page and a cache set of its own, and all slots map
+     * to the same sets, so a window of unexpected small messages missed
+     * the caches twice per message (copy in, copy out).  Descriptors are
+     * reused last in, first out and stay cached. */
+    alignas(64) char small[RDRP_UNEX_INLINE_MAX];
     char     rkey[RDRP_MAX_RKEY];
 };
 #define RDRP_ITEM_MATCHED 0x1u  /* match.flags: matched during rdrp_match_arrive */

@@ -91,12 +91,12 @@ inline int am_send(Endpoint *ep, unsigned id, const void *hdr, size_t hlen, cons
     return am_send_slow(ep, id, hdr, hlen, payload, plen, flags, cb, user_data);
 }
 
-/* ep is a ring peer and a message of len bytes (header + payload) would
- * go out at once: then am_send() returns TX_DONE for it, so a caller may
- * keep its header on its stack (the blocking-send path). */
-inline bool am_can_send_now(Endpoint *ep, size_t len)
+/* ep is a ring peer and a message of hlen header and plen payload bytes
+ * would go out at once: then am_send() returns TX_DONE for it, so a
+ * caller may keep its header on its stack (the blocking-send path). */
+inline bool am_can_send_now(Endpoint *ep, size_t hlen, size_t plen)
 {
-    return ep->shm && ep->backlog.empty() && ep->tx.has_room(len);
+    return ep->shm && ep->backlog.empty() && ep->tx.has_room(hlen, plen);
 }
 
 /* The handler of message `id` when it comes through a ring (the same

@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         switch (in.u8() % 3) {
         case 0: {  // an honest message
             size_t hlen = in.u16() % 64, plen = in.u16() % rsize;
-            if (forged || hlen + plen > tx.max_message()) break;
+            if (forged || message_bytes(hlen, plen) > tx.max_message()) break;
             tx.push(1, src.data(), hlen, src.data(), plen);
             break;
         }

@@ -7,11 +7,15 @@
  * outside MPI, a flood of 2000 small messages per peer, 1500 blocking small
  * + 150 medium sends to a receiver that is outside MPI (flow control), and a
  * mix of pre-posted and unexpected receives for the same stream.
+ * Under pml/rdrp, MPI_T: small unexpected payloads (up to 128 bytes) wait
+ * in their descriptors (pml_rdrp_unexpected_inline); 127, 128 and 129
+ * bytes check the data on both sides of that limit.
  */
-#include "mpitest.h"
+#include "mpitest_mpit.h"
 
 static const int mix[] = {100, 1048576, 0, 65537, 8, 4097, 262144, 1, 16384, 4096,
-                          8193, 1000, 65536, 4095, 4194307, 8192, 3, 20000, 131072, 7};
+                          8193, 1000, 65536, 4095, 4194307, 8192, 3, 20000, 131072, 7,
+                          127, 128, 129};
 #define NT ((int)(sizeof(mix) / sizeof(mix[0]))) /* one message per tag 0..NT-1 */
 
 static int rank, size;
@@ -52,9 +56,26 @@ static MPI_Request *send_all(char **sb, int iter_base)
 static void test_reverse_order(char **sb)
 {
     MPI_Request *rq;
+    pvar_t unex, inl;
     mt_section("unexpected, received in reverse tag order");
+    pvar_open(&unex, "pml_rdrp_unexpected");
+    pvar_open(&inl, "pml_rdrp_unexpected_inline");
+    if (mt_pml_is("rdrp")) CHECK(unex.ok && inl.ok, "rdrp MPI_T variables missing");
+    unsigned long unex0 = pvar_read(&unex), inl0 = pvar_read(&inl);
     rq = send_all(sb, 1);
     handshake(1000);
+    if (mt_pml_is("rdrp")) {
+        /* every message was sent before the handshake, so each arrived
+         * unexpected, except those that waited for a credit (they may go
+         * later, by rendezvous).  Small payloads were kept in their
+         * descriptors: at least one (which ones depends on the credits
+         * each sender had), and never the empty message. */
+        unsigned long nu = pvar_read(&unex) - unex0, ni = pvar_read(&inl) - inl0;
+        CHECK(nu >= (unsigned long)NT, "only %lu unexpected arrivals", nu);
+        CHECK(ni >= 1 && ni < nu, "%lu unexpected payloads kept inline (%lu arrivals)", ni, nu);
+    }
+    pvar_close(&unex);
+    pvar_close(&inl);
     for (int p = 0; p < size - 1; p++) {
         int src = (rank - 1 - p + 2 * size) % size;
         for (int t = NT - 1; t >= 0; t--) {
@@ -299,6 +320,8 @@ static void test_flood_late_receiver(void)
 int main(int argc, char **argv)
 {
     char *sb[NT];
+    int provided;
+    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     mt_init(&argc, &argv, "p2p_unexpected");
     rank = mt_rank;
     size = mt_size;
@@ -324,5 +347,6 @@ int main(int argc, char **argv)
     for (int t = 0; t < NT; t++)
         free(sb[t]);
     free(rbuf);
+    MPI_T_finalize();
     return mt_finalize();
 }

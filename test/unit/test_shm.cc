@@ -86,10 +86,10 @@ TEST(ShmRing, FullRingRefusesUntilTheConsumerReads)
     while (r.prod.push(1, nullptr, 0, big.data(), big.size())) ++pushed;
     EXPECT_GE(pushed, 3);
     EXPECT_LE(pushed, 4);
-    EXPECT_FALSE(r.prod.has_room(big.size()));
+    EXPECT_FALSE(r.prod.has_room(0, big.size()));
     unsigned n = r.cons.poll([](uint16_t, const void *, size_t, const void *, size_t) {}, 1);
     EXPECT_EQ(n, 1u);
-    EXPECT_TRUE(r.prod.has_room(big.size()));
+    EXPECT_TRUE(r.prod.has_room(0, big.size()));
     EXPECT_TRUE(r.prod.push(1, nullptr, 0, big.data(), big.size()));
 }
 
@@ -173,7 +173,9 @@ TEST(ShmRing, RandomSizesAgainstAModel)
         size_t sent = 0, received = 0;
         for (int step = 0; step < 5000; ++step) {
             if (rng() % 3 != 0) {
-                Msg m{static_cast<uint16_t>(rng() % 100), bytes(rng, rng() % 40), bytes(rng, rng() % 1500)};
+                /* one in four around and above kAlignPayloadMin: padded entries */
+                size_t plen = rng() % 4 ? rng() % 1500 : kAlignPayloadMin - 8 + rng() % 1500;
+                Msg m{static_cast<uint16_t>(rng() % 100), bytes(rng, rng() % 40), bytes(rng, plen)};
                 if (r.prod.push(m.id, m.hdr.data(), m.hdr.size(), m.payload.data(), m.payload.size())) {
                     model.push_back(m);
                     ++sent;
@@ -188,6 +190,9 @@ TEST(ShmRing, RandomSizesAgainstAModel)
                         EXPECT_EQ(id, e.id);
                         EXPECT_EQ(std::string(static_cast<const char *>(h), hl), e.hdr);
                         EXPECT_EQ(std::string(static_cast<const char *>(p), pl), e.payload);
+                        if (pl >= kAlignPayloadMin) {
+                            EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+                        }
                         model.pop_front();
                         ++received;
                     },
@@ -202,6 +207,52 @@ TEST(ShmRing, RandomSizesAgainstAModel)
         EXPECT_EQ(sent, received);
         EXPECT_GT(sent, 1000u) << "seed " << seed;
     }
+}
+
+// A payload of at least kAlignPayloadMin bytes starts on a cache line
+// (the ring's data area is line-aligned), whatever the header length,
+// through push() and reserve()/commit(); a shorter one follows its header
+// with no padding.  Header and payload arrive with their exact lengths.
+TEST(ShmRing, LargePayloadsStartOnACacheLine)
+{
+    LocalRing r(1 << 16);
+    std::mt19937 rng(5);
+    for (size_t hlen = 0; hlen <= 80; ++hlen)
+        for (size_t plen : {size_t(0), size_t(100), kAlignPayloadMin - 1, kAlignPayloadMin, kAlignPayloadMin + 1,
+                            size_t(8192)}) {
+            Msg m{7, bytes(rng, hlen), bytes(rng, plen)};
+            if (hlen % 2) {
+                ASSERT_TRUE(r.prod.push(m.id, m.hdr.data(), hlen, m.payload.data(), plen));
+            } else {
+                char *body = r.prod.reserve(hlen, plen);
+                ASSERT_NE(body, nullptr);
+                std::memcpy(body, m.hdr.data(), hlen);
+                std::memcpy(RingProducer::payload_at(body, hlen, plen), m.payload.data(), plen);
+                r.prod.commit(m.id, hlen, plen);
+            }
+            unsigned n = r.cons.poll([&](uint16_t id, const void *h, size_t hl, const void *p, size_t pl) {
+                EXPECT_EQ(id, m.id);
+                EXPECT_EQ(std::string(static_cast<const char *>(h), hl), m.hdr);
+                EXPECT_EQ(std::string(static_cast<const char *>(p), pl), m.payload);
+                if (plen >= kAlignPayloadMin)
+                    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << "hlen " << hlen << " plen " << plen;
+                else
+                    EXPECT_EQ(static_cast<const char *>(p), static_cast<const char *>(h) + hl);
+            });
+            ASSERT_EQ(n, 1u) << "hlen " << hlen << " plen " << plen;
+        }
+}
+
+// The consumer's padding of an entry is the producer's, for every header
+// and payload length around the threshold (the entry records neither).
+TEST(ShmRing, PaddingIsRecoveredFromTheEntryLength)
+{
+    for (size_t hlen = 0; hlen < 200; ++hlen)
+        for (size_t plen = 0; plen < 3 * kAlignPayloadMin; plen += (plen + 100 < kAlignPayloadMin ? 97 : 1)) {
+            size_t len = message_bytes(hlen, plen);
+            ASSERT_EQ(pad_of_entry(hlen, len), payload_pad(hlen, plen)) << hlen << " " << plen;
+            ASSERT_EQ(len - hlen - pad_of_entry(hlen, len), plen);
+        }
 }
 
 // Two processes: the parent creates a segment with a ring, the child maps
@@ -398,12 +449,12 @@ TEST(ShmRing, ReserveCommitWritesInPlaceAndDroppedReservationsVanish)
     for (int round = 0; round < 2000; ++round) {
         size_t hlen = rng() % 40, plen = rng() % 300;
         Msg m{static_cast<uint16_t>(rng() % 100), bytes(rng, hlen), bytes(rng, plen)};
-        char *body = r.prod.reserve(hlen + plen);
+        char *body = r.prod.reserve(hlen, plen);
         bool drop = rng() % 4 == 0;
         if (body && !drop) {
             std::memcpy(body, m.hdr.data(), hlen);
-            copy_bytes(body + hlen, m.payload.data(), plen);
-            r.prod.commit(m.id, hlen, hlen + plen);
+            copy_bytes(RingProducer::payload_at(body, hlen, plen), m.payload.data(), plen);
+            r.prod.commit(m.id, hlen, plen);
             model.push_back(m);
         }
         if (!body || rng() % 3 == 0) {
@@ -425,12 +476,12 @@ TEST(ShmRing, ReserveCommitWritesInPlaceAndDroppedReservationsVanish)
     // full: nothing more fits until the consumer reads
     LocalRing f(4096);
     size_t fitted = 0;
-    while (f.prod.reserve(1000)) {
+    while (f.prod.reserve(0, 1000)) {
         f.prod.commit(1, 0, 1000);
         ++fitted;
     }
     EXPECT_GT(fitted, 0u);
-    EXPECT_EQ(f.prod.reserve(1000), nullptr);
+    EXPECT_EQ(f.prod.reserve(0, 1000), nullptr);
     EXPECT_EQ(f.cons.poll([](uint16_t, const void *, size_t, const void *, size_t) {}), fitted);
-    EXPECT_NE(f.prod.reserve(1000), nullptr);
+    EXPECT_NE(f.prod.reserve(0, 1000), nullptr);
 }
