@@ -122,17 +122,23 @@ void Executor::complete(VertexId v) {
     drain();
 }
 
+/* After an error: queued local vertices never run (nothing would complete
+ * them), and the run ends once nothing is in flight. */
+void Executor::end_if_idle_after_error() {
+    for (VertexId d : deferred_) state_[d] = kDone;
+    deferred_.clear();
+    bool inflight = false;
+    for (uint8_t s : state_) inflight |= (s == kInFlight);
+    if (!inflight) running_ = false;
+}
+
 void Executor::fail(VertexId v, int err) {
     if (v < state_.size() && state_[v] == kInFlight) state_[v] = kDone;  // it will not complete
     if (!error_) error_ = err ? err : kErrBadCompletion;
     /* Stop firing; the run ends as soon as nothing is in flight.  The
      * caller decides what to do with the error (abort the communicator). */
     finished_.clear();
-    for (VertexId d : deferred_) state_[d] = kDone;  // never ran: nothing will complete them
-    deferred_.clear();
-    bool inflight = false;
-    for (uint8_t s : state_) inflight |= (s == kInFlight);
-    if (!inflight) running_ = false;
+    end_if_idle_after_error();
 }
 
 /* Propagate completions: bump successors' counters, fire those that hit
@@ -153,11 +159,7 @@ void Executor::drain() {
     }
     draining_ = false;
     if (error_) {
-        for (VertexId d : deferred_) state_[d] = kDone;  // never ran: nothing will complete them
-        deferred_.clear();
-        bool inflight = false;
-        for (uint8_t s : state_) inflight |= (s == kInFlight);
-        if (!inflight) running_ = false;
+        end_if_idle_after_error();
     } else if (remaining_ == 0) {
         running_ = false;
     }

@@ -134,6 +134,7 @@ private:
     int start_run(const void *sendbuf, void *recvbuf, bool defer_local);
     void fire(VertexId v);
     void drain();
+    void end_if_idle_after_error();
     char *addr(const Buf &b) const;
 
     std::shared_ptr<const Plan> plan_;

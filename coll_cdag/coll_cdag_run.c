@@ -277,24 +277,35 @@ static void reduce_cb(void *ctx, const void *in, void *inout, uint64_t count)
     ompi_op_reduce(r->red.op, (void *)in, inout, (int)count, r->red.dt);
 }
 
-static void release_args(mca_coll_cdag_request_t *r)
+/* Drop the call's datatypes and op: released if the call retained them
+ * (nonblocking and persistent calls: they may outlive the user's handles);
+ * a blocking call's live as long as its run and were not retained. */
+static void drop_args(mca_coll_cdag_request_t *r, int retained)
 {
-    if (r->call.sdtype) OBJ_RELEASE(r->call.sdtype);
-    if (r->call.rdtype) OBJ_RELEASE(r->call.rdtype);
-    if (r->call.op) OBJ_RELEASE(r->call.op);
+    if (retained) {
+        if (r->call.sdtype) OBJ_RELEASE(r->call.sdtype);
+        if (r->call.rdtype) OBJ_RELEASE(r->call.rdtype);
+        if (r->call.op) OBJ_RELEASE(r->call.op);
+    }
     r->call.sdtype = r->call.rdtype = NULL;
     r->call.op = NULL;
 }
 
-static void request_destroy(mca_coll_cdag_request_t *r)
+/* Free a run's engine op and staging buffers. */
+static void drop_run(mca_coll_cdag_request_t *r)
 {
-    ompi_communicator_t *comm = r->nbc.super.req_mpi_object.comm;
     if (r->op) cdag_glue_op_free(r->op);
     r->op = NULL;
     free(r->send_stage);
     free(r->recv_stage);
     r->send_stage = r->recv_stage = NULL;
-    release_args(r);
+}
+
+static void request_destroy(mca_coll_cdag_request_t *r)
+{
+    ompi_communicator_t *comm = r->nbc.super.req_mpi_object.comm;
+    drop_run(r);
+    drop_args(r, 1);
     OMPI_REQUEST_FINI(&r->nbc.super);
     request_put(r);
     /* last: this may free a communicator the user freed while the request
@@ -549,14 +560,6 @@ static int request_start(size_t count, ompi_request_t **reqs)
 }
 
 /* ------------------------------------------------------------ blocking */
-/* A blocking call's datatypes and op were not retained (they outlive the
- * call): drop them without a release. */
-static void forget_args(mca_coll_cdag_request_t *r)
-{
-    r->call.sdtype = r->call.rdtype = NULL;
-    r->call.op = NULL;
-}
-
 /* A blocking call: nothing of it outlives the call, so it needs no MPI
  * request (no communicator retain, no request init or completion) and no
  * place on the active list (no list lock, no walk of the other runs):
@@ -582,12 +585,8 @@ static int run_blocking(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
         if (done == 1) unpack_result(r, comm);
         else rc = OMPI_ERROR;
     }
-    cdag_glue_op_free(r->op);
-    r->op = NULL;
-    free(r->send_stage);
-    free(r->recv_stage);
-    r->send_stage = r->recv_stage = NULL;
-    forget_args(r);
+    drop_run(r);
+    drop_args(r, 0);
     request_put(r);
     return rc;
 }
@@ -746,8 +745,7 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
     a1 = a2 = a3 = a4 = NULL;
     if (!r->op) {
         CDAG_VERBOSE(1, "cannot build a schedule for collective %d (error %d)", c->coll, err);
-        if (mode == 0) forget_args(r);
-        release_args(r);
+        drop_args(r, mode != 0);
         request_put(r);
         return OMPI_ERR_NOT_SUPPORTED;
     }
@@ -791,8 +789,7 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
 
 oom:
     free(a1); free(a2); free(a3); free(a4);
-    if (mode == 0) forget_args(r);
-    release_args(r);
+    drop_args(r, mode != 0);
     request_put(r);
     return OMPI_ERR_OUT_OF_RESOURCE;
 }
