@@ -164,6 +164,7 @@ void req_complete(Request *r)
         req_release(r);
         return;
     }
+    ++g.completions;
     if (r == g.blocking_recv && !g.threads) {
         /* the reused MPI_Recv request: only our own spin loop waits on it,
          * with no callback and no wait-sync, so a plain store completes it

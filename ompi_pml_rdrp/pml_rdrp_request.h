@@ -214,6 +214,8 @@ struct State {
     bool               blocking_busy = false;
     bool               in_progress = false;  /* polling rings or the worker: callbacks must not progress */
     unsigned           ucx_skip = 0;          /* progress passes since UCX was last polled (idle UCX) */
+    uint64_t           completions = 0;       /* requests completed for a caller (req_complete): a ring
+                                                 poll stops after the message that completed one */
 };
 extern State g;
 

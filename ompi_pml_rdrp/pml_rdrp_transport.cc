@@ -68,6 +68,7 @@ struct Local {
     std::vector<Endpoint *> tx_to;      /* i: the ring peer of local rank i (ours to it), if any */
     std::vector<Endpoint *> backlogged;
     unsigned ucx_skip = 0;
+    size_t next_rx = 0;  /* ring polled first by the next pass (rotates after a pass stopped early) */
 };
 Local L;
 
@@ -186,6 +187,7 @@ void transport_fini()
     L.backlogged.clear();
     transport_backlog = 0;
     L.rx.clear();
+    L.next_rx = 0;
     L.tx_to.clear();
     if (L.on) shm::segment_release(&L.seg);
     L.on = false;
@@ -371,15 +373,36 @@ int transport_progress()
             }
         }
     }
-    for (size_t i = 0; i < L.rx.size(); ++i) {
+    /* A pass ends after the message that completed a request: the caller
+     * gets its completion at once, and the messages behind it wait in the
+     * ring until the caller has posted what it does next.  A sender that
+     * streams right after a barrier or an ack (osu_mbw_mr: a window of 64
+     * sends after each MPI_Barrier) otherwise had all 64 taken as
+     * unexpected inside the barrier's last poll, each paying a descriptor,
+     * a mailbox credit and a second match; left in the ring they meet
+     * their posted receives (the fast path in eager_arrival).  The next
+     * pass starts at the following ring, so a busy ring cannot starve the
+     * others. */
+    const size_t nr = L.rx.size();
+    const uint64_t done = g.completions;
+    for (size_t k = 0; k < nr; ++k) {
+        size_t i = L.next_rx + k;
+        if (i >= nr) i -= nr;
         shm::RingConsumer &r = L.rx[i];
-        unsigned got = r.poll(dispatch);
+        unsigned got = r.poll([done](uint16_t id, const void *hdr, size_t hlen, const void *payload, size_t plen) {
+            dispatch(id, hdr, hlen, payload, plen);
+            return g.completions != done;
+        });
         if (OPAL_UNLIKELY(r.error() != nullptr))  /* a malformed entry: nothing of it was used */
             bad_header(r.error(), static_cast<uint64_t>(i));
         /* the peer just talked to us, so it is progressing: it has likely
          * taken all we sent, and our ring to it may rewind (shm_ring.h) */
         if (got && L.tx_to[i]) L.tx_to[i]->tx.hint_drained();
         n += static_cast<int>(got);
+        if (g.completions != done) {
+            L.next_rx = i + 1 < nr ? i + 1 : 0;
+            break;
+        }
     }
     return n;
 }

@@ -56,6 +56,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace rdrp::shm {
 
@@ -308,7 +309,9 @@ public:
 
     /* Hand every available message, in order, to fn(id, hdr, hlen,
      * payload, plen); the bytes are valid only during the call.  At most
-     * `max` messages; returns how many.  The head is published once, at
+     * `max` messages; returns how many.  If fn returns bool, true ends the
+     * batch after that message (the rest stay in the ring for the next
+     * poll).  The head is published once, at
      * the end, so the producer's view of the ring costs one cache-line
      * transfer per batch.  fn must not re-enter poll() on this ring.
      * An entry that fails check_entry() stops the ring for good: poll()
@@ -338,7 +341,13 @@ public:
             size_t pad = pad_of_entry(hlen, len);  /* check_entry: hlen <= len */
             head_ += entry_bytes(len);
             ++n;
-            fn(id, body, static_cast<size_t>(hlen), body + hlen + pad, static_cast<size_t>(len - hlen - pad));
+            using R = std::invoke_result_t<Fn &, uint16_t, const char *, size_t, const char *, size_t>;
+            if constexpr (std::is_same_v<R, bool>) {
+                if (fn(id, body, static_cast<size_t>(hlen), body + hlen + pad, static_cast<size_t>(len - hlen - pad)))
+                    break;
+            } else {
+                fn(id, body, static_cast<size_t>(hlen), body + hlen + pad, static_cast<size_t>(len - hlen - pad));
+            }
         }
         if (head_ != published_) {
             ctl_->head.store(head_, std::memory_order_release);

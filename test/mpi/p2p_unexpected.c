@@ -9,7 +9,9 @@
  * mix of pre-posted and unexpected receives for the same stream.
  * Under pml/rdrp, MPI_T: small unexpected payloads (up to 128 bytes) wait
  * in their descriptors (pml_rdrp_unexpected_inline); 127, 128 and 129
- * bytes check the data on both sides of that limit.
+ * bytes check the data on both sides of that limit.  A stream queued
+ * behind a message that completes a receive stays in the ring until its
+ * receives are posted (pml_rdrp_unexpected does not move).
  */
 #include "mpitest_mpit.h"
 
@@ -317,6 +319,56 @@ static void test_flood_late_receiver(void)
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 }
 
+/* Under pml/rdrp on the shared-memory ring: a progress pass ends after the
+ * message that completed a receive, so a stream queued behind it waits in
+ * the ring and meets the receives the program posts next instead of being
+ * taken as unexpected (osu_mbw_mr's window right after its barrier).
+ * Rank 0 queues a marker and W messages while rank 1 sleeps; rank 1
+ * receives the marker, then posts the W receives: none may have arrived
+ * unexpected.  Other PMLs and UCX paths: data and status only. */
+static void test_stream_behind_completion(void)
+{
+    enum { W = 16, TAG_RING = 4999, TAG_MARK = 5000, TAG_DATA = 5001 };
+    char sbuf[W], rb[W], c = 0;
+    MPI_Request rq[W];
+    mt_section("a stream behind a completed receive meets its posted receives");
+    if (rank == 0) {
+        CHECK_MPI(MPI_Recv(&c, 0, MPI_BYTE, 1, TAG_RING, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        for (int k = 0; k < W; k++)
+            sbuf[k] = (char)(k * 3 + 1);
+        CHECK_MPI(MPI_Send(&c, 1, MPI_BYTE, 1, TAG_MARK, MPI_COMM_WORLD));
+        for (int k = 0; k < W; k++)
+            CHECK_MPI(MPI_Isend(&sbuf[k], 1, MPI_BYTE, 1, TAG_DATA, MPI_COMM_WORLD, &rq[k]));
+        CHECK_MPI(MPI_Waitall(W, rq, MPI_STATUSES_IGNORE));
+    } else if (rank == 1) {
+        pvar_t unex, ring;
+        pvar_open(&unex, "pml_rdrp_unexpected");
+        pvar_open(&ring, "pml_rdrp_shm_sent");
+        /* is rank 0 reached through our ring?  (same node, pml_rdrp_shm on) */
+        unsigned long r0 = pvar_read(&ring);
+        CHECK_MPI(MPI_Send(&c, 0, MPI_BYTE, 0, TAG_RING, MPI_COMM_WORLD));
+        int by_ring = mt_pml_is("rdrp") && unex.ok && pvar_read(&ring) > r0;
+        mt_sleep_ms(200); /* rank 0 queues the marker and the stream */
+        unsigned long u0 = pvar_read(&unex);
+        MPI_Status st;
+        CHECK_MPI(MPI_Recv(&c, 1, MPI_BYTE, 0, TAG_MARK, MPI_COMM_WORLD, &st));
+        CHECK_STATUS(&st, 0, TAG_MARK, 1, "marker");
+        memset(rb, 0, sizeof(rb));
+        for (int k = 0; k < W; k++)
+            CHECK_MPI(MPI_Irecv(&rb[k], 1, MPI_BYTE, 0, TAG_DATA, MPI_COMM_WORLD, &rq[k]));
+        CHECK_MPI(MPI_Waitall(W, rq, MPI_STATUSES_IGNORE));
+        for (int k = 0; k < W; k++)
+            CHECK_EQ(rb[k], (char)(k * 3 + 1), "stream message %d", k);
+        if (by_ring) {
+            unsigned long nu = pvar_read(&unex) - u0;
+            CHECK(nu == 0, "%lu of %d messages behind the marker were taken as unexpected", nu, W);
+        }
+        pvar_close(&unex);
+        pvar_close(&ring);
+    }
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+}
+
 int main(int argc, char **argv)
 {
     char *sb[NT];
@@ -343,6 +395,7 @@ int main(int argc, char **argv)
     test_flood_late_receiver();
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     test_half_posted(sb);
+    test_stream_behind_completion();
 
     for (int t = 0; t < NT; t++)
         free(sb[t]);
