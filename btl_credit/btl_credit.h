@@ -79,6 +79,8 @@ int  mca_btl_credit_modex_recv(const opal_process_name_t *name, void **addr, siz
 /* Number of processes in this job (PMIx job size). */
 int  mca_btl_credit_job_size(uint32_t *n);
 void mca_btl_credit_show_help(const char *topic, const char *arg1, const char *arg2);
+/* The same, written to this process's stderr at once: for a message right before an abort. */
+void mca_btl_credit_show_help_fatal(const char *topic, const char *arg1, const char *arg2);
 /* Memory hooks and common_ucx: set up only by a selected component. */
 void mca_btl_credit_hooks_install(void);
 

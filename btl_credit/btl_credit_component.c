@@ -443,3 +443,20 @@ void mca_btl_credit_show_help(const char *topic, const char *arg1, const char *a
     opal_show_help("btl_credit_help.txt", topic, true, opal_process_info.nodename,
                    arg1 ? arg1 : "", arg2 ? arg2 : "");
 }
+
+/* Before an abort the message is rendered here and written to our own
+ * stderr, which the daemon reads from a pipe whatever happens next: a
+ * show_help forwarded to mpirun is sent after the call returns and is lost
+ * or cut when the process aborts at once (test/cluster fault
+ * linkdown-ob1-credit: mpirun printed "ORTE_ERROR_LOG: Out of resource in
+ * show_help.c" and only ob1's "btl/credit" line remained). */
+void mca_btl_credit_show_help_fatal(const char *topic, const char *arg1, const char *arg2)
+{
+    char *text = opal_show_help_string("btl_credit_help.txt", topic, true, opal_process_info.nodename,
+                                       arg1 ? arg1 : "", arg2 ? arg2 : "");
+    if (text) fputs(text, stderr);
+    else fprintf(stderr, "btl/credit on %s: %s: %s %s\n", opal_process_info.nodename, topic,
+                 arg1 ? arg1 : "", arg2 ? arg2 : "");
+    fflush(stderr);
+    free(text);
+}

@@ -18,7 +18,7 @@ State g;
 
 void fatal(const char *topic, const char *what, const char *detail)
 {
-    mca_btl_credit_show_help(topic, what, detail);
+    mca_btl_credit_show_help_fatal(topic, what, detail);
     if (g.error_cb) {
         /* ob1's handler aborts the job */
         g.error_cb(&mca_btl_credit_module, MCA_BTL_ERROR_FLAGS_FATAL, nullptr,
