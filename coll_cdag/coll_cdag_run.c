@@ -582,6 +582,16 @@ static int run_blocking(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
                 opal_progress();
             }
         }
+        /* and once more at the end, unless that was the last turn.  The
+         * collective's messages travel apart from the PML's: a peer that
+         * finished a rendezvous (its FIN/ACK gives us back a buffered
+         * send's space) before it joined this barrier has that message
+         * in our PML's queue, not yet seen.  Over coll/tuned the barrier's
+         * own messages come behind it on the same channel; here one
+         * pass hands it to the PML before the program's next call
+         * (test bsend_after_barrier, MPICH threads/pt2pt/mt_bsendrecv_huge:
+         * MPI_ERR_BUFFER in the Bsend after the barrier). */
+        if (spins != 0) opal_progress();
         if (done == 1) unpack_result(r, comm);
         else rc = OMPI_ERROR;
     }

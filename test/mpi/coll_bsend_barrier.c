@@ -1,5 +1,5 @@
 /*
- * bsend_after_barrier: the attached buffer's space is free again once the
+ * coll_bsend_barrier: the attached buffer's space is free again once the
  * buffered messages have been received (MPICH's
  * threads/pt2pt/mt_bsendrecv_huge and mt_ibsendirecv_huge, reduced).
  *
@@ -10,18 +10,14 @@
  * round has been received, so the next round's Bsends must find the space
  * free.  Data and status of every message are checked.
  *
- * KNOWN FAILING, NOT REGISTERED in test/configs (the name matches no
- * config's pattern): it fails with coll cdag selected, over pml rdrp
- * (round 1-37 of 40, every run) and over ob1 (round 1; ob1 then hangs, as
- * after any Bsend error), and passes with pml rdrp or ob1 under coll
- * tuned.  With tuned the barrier's messages travel behind the PML's own
- * rendezvous completion (ACK/FIN) that gives the sender its buffer space
- * back; cdag's barrier runs on its own UCX worker and can return first.
- * Waiting in pml rdrp's MPI_Bsend while its carriers hold space did not
- * make it pass (a failure with no carrier in flight remained): not yet
- * understood.  Run it by hand:
- *   test/mpi/run_mpi_tests.sh --np 2 --only '^bsend_after_barrier$' -- \
- *       --mca pml rdrp --mca coll_cdag_priority 100
+ * It failed with coll cdag selected, over pml rdrp (round 1-37 of 40,
+ * every run) and over ob1 (round 1), and passed under coll tuned: with
+ * tuned the barrier's messages travel behind the PML's own rendezvous
+ * completion (ACK/FIN) that gives the sender its buffer space back; cdag's
+ * barrier runs on its own channel and returned before the PML had seen
+ * that message.  A blocking cdag collective now ends with one PML/Open MPI
+ * progress pass (coll_cdag_run.c, run_blocking).  Runs in every ^coll_
+ * configuration.
  */
 #include "mpitest.h"
 
@@ -31,7 +27,7 @@
 
 int main(int argc, char **argv)
 {
-    mt_init(&argc, &argv, "bsend_after_barrier");
+    mt_init(&argc, &argv, "coll_bsend_barrier");
     int right = (mt_rank + 1) % mt_size, left = (mt_rank + mt_size - 1) % mt_size;
     int total = NMSG * (MSG + MPI_BSEND_OVERHEAD), dsize;
     char *sbuf = mt_malloc(MSG), *rbuf = mt_malloc(MSG), *abuf = mt_malloc(total), *dbuf;
