@@ -47,7 +47,8 @@ Benchmarks (at least one of --osu / --imb)
                      libexec/osu-micro-benchmarks/mpi, or the build tree):
                      osu_latency osu_bw osu_bibw osu_mbw_mr, osu_allreduce
                      osu_bcast osu_alltoall osu_allgather osu_reduce
-                     osu_gather osu_scatter osu_reduce_scatter osu_barrier
+                     osu_gather osu_scatter osu_reduce_scatter osu_barrier,
+                     osu_allgatherv osu_alltoallv osu_gatherv osu_scatterv
   --imb DIR          directory holding a built IMB-MPI1 (timed runs):
                      PingPong Sendrecv Exchange, Allreduce Bcast Alltoall
   --imb-check DIR    directory holding an IMB-MPI1 built with -DCHECK (data
@@ -137,7 +138,8 @@ log2() { local v=$1 l=0; while (( (1 << (l + 1)) <= v )); do l=$((l + 1)); done;
 find_bin() { find -L "$1" -maxdepth 7 -type f -name "$2" -perm -u+x 2>/dev/null | sort | head -1; }
 declare -A BIN=()
 OSU_P2P="osu_latency osu_bw osu_bibw osu_mbw_mr"
-OSU_COLL="osu_allreduce osu_bcast osu_alltoall osu_allgather osu_reduce osu_gather osu_scatter osu_reduce_scatter osu_barrier"
+OSU_COLL="osu_allreduce osu_bcast osu_alltoall osu_allgather osu_reduce osu_gather osu_scatter osu_reduce_scatter osu_barrier
+          osu_allgatherv osu_alltoallv osu_gatherv osu_scatterv"
 IMB_P2P="PingPong Sendrecv Exchange"
 IMB_COLL="Allreduce Bcast Alltoall"
 if [[ -n $OSU_DIR ]]; then

@@ -75,9 +75,16 @@ typedef struct mca_coll_cdag_request {
     mca_coll_cdag_module_t *module;
     cdag_glue_op_t *op;
     cdag_call_t call;
-    /* staging for non-contiguous data: packed send data, packed result */
+    /* staging for non-contiguous data: packed send data, packed result;
+     * kept with the request for the next call (up to CDAG_STAGE_KEEP) */
     void *send_stage, *recv_stage;
+    size_t send_cap, recv_cap;
     size_t recv_stage_len;
+    int recv_staged;  /* this run's result is in recv_stage: unpacked when done */
+    /* the engine's counts and displacements of a v-variant call (bytes), 4
+     * arrays of comm size, kept with the request for the next call */
+    uint64_t *varr;
+    size_t varr_cap;
     /* v-variants: a side whose datatype is not contiguous moves packed, its
      * blocks back to back in the stage (the layout may differ per rank) */
     int vsend_packed, vrecv_packed;

@@ -87,6 +87,7 @@ static unsigned long long seg_size = 0, eager_size = 8192, eager_limit = 65536;
 static mca_base_var_enum_t *progress_enum = NULL;
 static char *throttle_value = NULL;
 static int throttle_rank_limit, throttle_node_tokens, throttle_concurrency, throttle_recover, throttle_cache;
+static int v_plan_cache;
 static unsigned long long throttle_bpt;
 
 /* Valid values of every parameter (common/params/param_check.h): checked
@@ -97,7 +98,7 @@ static unsigned long long throttle_bpt;
 #define ANY_SIZE 0x7fffffffffffffffULL
 #define COLL_WORDS "all|barrier|bcast|reduce|allreduce|gather|scatter|allgather|alltoall|" \
     "reduce_scatter_block|reduce_scatter|scan|exscan|gatherv|scatterv|allgatherv|alltoallv"
-enum { N_FIXED_RULES = 18 };
+enum { N_FIXED_RULES = 19 };
 static rdrp_param_rule_t param_rules[N_FIXED_RULES + CDAG_NCOLL] = {
     C_INT("priority", mca_coll_cdag_params.priority, -1, 100),
     C_INT("finalize_check", mca_coll_cdag_params.finalize_check, 0, 2),
@@ -117,6 +118,7 @@ static rdrp_param_rule_t param_rules[N_FIXED_RULES + CDAG_NCOLL] = {
     C_INT("throttle_concurrency", throttle_concurrency, 0, 1 << 20),
     C_INT("throttle_token_cache", throttle_cache, -1, 1 << 20),
     C_INT("throttle_recover_polls", throttle_recover, 1, 0x7fffffff),
+    C_INT("v_plan_cache", v_plan_cache, 0, 1 << 20),
     /* the _algorithm rules follow, filled in by cdag_register */
 };
 #define N_RULES (N_FIXED_RULES + CDAG_NCOLL)
@@ -224,6 +226,13 @@ static int cdag_register(void)
     (void)mca_base_component_var_register(c, "throttle_recover_polls", help_with_range("throttle_recover_polls", "Unsuccessful admission attempts after which a waiting rank reclaims the tokens and the "
         "ticket of dead ranks of its node"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY, &throttle_recover);
+    v_plan_cache = 32;
+    (void)mca_base_component_var_register(c, "v_plan_cache", help_with_range("v_plan_cache", "Compiled schedules of "
+        "v-variant calls (gatherv, scatterv, allgatherv, alltoallv, reduce_scatter with unequal counts) kept per "
+        "communicator, found again by their counts and displacements, so a repeated call compiles and allocates "
+        "nothing; when full the least recently used goes (MPI_T coll_cdag_cached_plans, coll_cdag_plans_evicted). "
+        "0: none kept, every such call compiles its schedule"),
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &v_plan_cache);
     for (int i = 0; i < CDAG_NCOLL; ++i) {
         char name[64], help[256];
         snprintf(name, sizeof(name), "%s_algorithm", coll_names[i]);
@@ -248,12 +257,17 @@ static int stat_get(const struct mca_base_pvar_t *pvar, void *value, void *obj)
     return OPAL_SUCCESS;
 }
 
-static void reg_pvar(const char *name, const char *help, uint64_t *counter)
+static void reg_pvar_class(const char *name, const char *help, uint64_t *counter, int cls)
 {
     (void)mca_base_component_pvar_register(&mca_coll_cdag_component.collm_version, name, help,
-        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG, NULL,
+        OPAL_INFO_LVL_4, cls, MCA_BASE_VAR_TYPE_UNSIGNED_LONG, NULL,
         MCA_BASE_VAR_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
         stat_get, NULL, NULL, counter);
+}
+
+static void reg_pvar(const char *name, const char *help, uint64_t *counter)
+{
+    reg_pvar_class(name, help, counter, MCA_BASE_PVAR_CLASS_COUNTER);
 }
 
 static void register_pvars(void)
@@ -295,6 +309,11 @@ static void register_pvars(void)
     reg_pvar("thread_start_naps", "Naps the engine thread began while a nonblocking start waited to be "
              "driven (it should drive a start at once: the application leaves MPI)",
              &cdag_glue_stats.thread_start_naps);
+    reg_pvar_class("cached_plans", "Compiled schedules held now in the plan caches of all communicators (at most 64 "
+                   "of fixed-size calls and coll_cdag_v_plan_cache of v-variant calls per communicator)",
+                   &cdag_glue_stats.cached_plans, MCA_BASE_PVAR_CLASS_LEVEL);
+    reg_pvar("plans_evicted", "Compiled schedules dropped from a full plan cache (the least recently used)",
+             &cdag_glue_stats.plans_evicted);
 }
 
 /* ------------------------------------------------------------ open / close */
@@ -393,6 +412,7 @@ static int cdag_open(void)
     cfg.eager_buffers = (size_t)(p->eager_buffers > 0 ? p->eager_buffers : 0);
     cfg.eager_size = (size_t)eager_size;
     cfg.eager_limit = (uint64_t)eager_limit;
+    cfg.plan_cache_v = (size_t)v_plan_cache;
     for (int i = 0; i < CDAG_NCOLL; ++i) {
         int a = parse_algo(algo_values[i]);
         if (a < 0) {

@@ -68,10 +68,8 @@ static void describe_reduce_scatter_block(cdag_call_t *c, const void *sbuf, void
 }
 
 /* Equal counts everywhere (the common case) make it a reduce_scatter_block
- * of that count: the same result, and its plan is cached and its executor
- * reused (counts arrays are not part of the plan cache's key, so a true
- * v-form call generates and compiles its schedule each time: 2-5 us at
- * np 2, OSU's osu_reduce_scatter measured 4x coll/tuned that way). */
+ * of that count: the same result with a schedule for equal blocks (the
+ * v-form's is cached too, keyed by its counts: cdag_plan_cache.h). */
 static void describe_reduce_scatter(cdag_call_t *c, const void *sbuf, void *rbuf, const int *rcounts,
                                     ompi_datatype_t *dt, ompi_op_t *op, ompi_communicator_t *comm)
 {

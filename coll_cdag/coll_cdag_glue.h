@@ -50,6 +50,7 @@ typedef struct cdag_glue_config {
     size_t eager_buffers;     /* pre-allocated shadow buffers for unexpected small messages */
     size_t eager_size;        /* their size */
     uint64_t eager_limit;     /* messages up to this size are sent eager (0: UCX decides) */
+    size_t plan_cache_v;      /* compiled plans of v-variant calls kept per communicator (LRU; 0: none) */
     cdag_glue_algo_t algo[CDAG_NCOLL];
 } cdag_glue_config_t;
 
@@ -73,6 +74,8 @@ typedef struct cdag_glue_stats {
     uint64_t thread_local_ops; /* engine thread: initial copies/reductions of nonblocking starts it ran */
     uint64_t host_local_ops;   /* the same, run by the application inside MPI (a test or wait came first) */
     uint64_t thread_start_naps; /* engine thread: naps begun with a start it had not driven yet (0: a start is driven at once) */
+    uint64_t cached_plans;     /* compiled plans held in communicators' caches now (a level, not a count) */
+    uint64_t plans_evicted;    /* plans dropped from a full cache (least recently used first) */
 } cdag_glue_stats_t;
 extern cdag_glue_stats_t cdag_glue_stats;
 

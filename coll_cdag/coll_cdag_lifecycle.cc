@@ -36,6 +36,9 @@ using namespace cdag_svc;
 /* finished ops a communicator keeps for reuse: enough for the collectives
  * of a few sizes in flight together */
 static constexpr size_t kSpareOps = 16;
+/* plans of fixed-size calls a communicator keeps (v-variants: the
+ * coll_cdag_plan_cache_v parameter) */
+static constexpr size_t kCachedPlans = 64;
 
 extern "C" {
 
@@ -195,6 +198,7 @@ cdag_glue_comm_t *cdag_glue_comm_create(uint32_t cid, int rank, int size, const 
     c->size = size;
     c->eps.assign(static_cast<size_t>(size), nullptr);
     c->spare.reserve(kSpareOps);
+    c->cache.set_capacity(kCachedPlans, G.cfg.plan_cache_v);
     for (int r = 0; r < size; ++r) {
         auto it = G.eps.find(peer_ids[r]);
         if (it == G.eps.end()) {
@@ -240,6 +244,7 @@ void cdag_glue_comm_destroy(cdag_glue_comm_t *c)
         }
     }
     for (cdag_glue_op *op : c->spare) delete op;
+    cdag_glue_stats.cached_plans -= c->cache.size();
     /* no schedule of it runs any more: every request keeps its
      * communicator (and so this state and its pool) until it is freed */
     if (c->pool) {
@@ -257,13 +262,14 @@ uint32_t cdag_glue_comm_next_sched(cdag_glue_comm_t *c)
     return c->next_sched++;
 }
 
-/* A finished op of the same cached plan, rebound to this call. */
-static cdag_glue_op_t *reuse_spare(Comm *c, const PlanKey &key, uint32_t sched, const cdag::ReduceFn &rf)
+/* A finished op built for the same call, rebound to this one. */
+static cdag_glue_op_t *reuse_spare(Comm *c, const cdag::PlanKeyView &key, uint64_t h, uint32_t sched,
+                                   const cdag::ReduceFn &rf)
 {
     Lock l;
     for (size_t i = 0; i < c->spare.size(); ++i) {
         cdag_glue_op *op = c->spare[i];
-        if (op->key != key) continue;
+        if (!op->key.matches(key, h)) continue;
         c->spare.erase(c->spare.begin() + static_cast<std::ptrdiff_t>(i));  // keeps the age order
         op->ex->rebind(sched, rf);
         op->compiled = false;
@@ -271,6 +277,15 @@ static cdag_glue_op_t *reuse_spare(Comm *c, const PlanKey &key, uint32_t sched, 
         return op;
     }
     return nullptr;
+}
+
+/* Keep a new plan in c's cache; the gauge follows what the cache holds. */
+static void cache_insert(Comm *c, const cdag::PlanKeyView &key, uint64_t h, std::shared_ptr<const cdag::Plan> plan)
+{
+    size_t before = c->cache.size(), evicted = c->cache.evictions();
+    c->cache.insert(key, h, std::move(plan));
+    cdag_glue_stats.cached_plans += c->cache.size() - before;  // 1, or 0 (evicted one, or capacity 0)
+    cdag_glue_stats.plans_evicted += c->cache.evictions() - evicted;
 }
 
 cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t *s, uint32_t sched,
@@ -298,24 +313,31 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
     ch.seg_bytes = a.seg_bytes;
     ch.window = a.window;
 
-    bool vvar = s->coll >= CDAG_GATHERV || s->coll == CDAG_REDUCE_SCATTER;
-    PlanKey key{s->coll, s->root, s->count, spec.elem_size, s->commutative, s->in_place};
+    /* the call's key, its counts and displacements where the caller has
+     * them: a repeated call (v-variants too) is found without allocating */
+    cdag::PlanKeyView key;
+    key.coll = s->coll;
+    key.root = s->root;
+    key.count = s->count;
+    key.elem_size = spec.elem_size;
+    key.commutative = s->commutative;
+    key.in_place = s->in_place;
+    key.arrays[0] = s->counts;
+    key.arrays[1] = s->displs;
+    key.arrays[2] = s->rcounts;
+    key.arrays[3] = s->rdispls;
+    key.n = static_cast<uint32_t>(c->size);
+    const uint64_t h = key.hash();
     cdag::ReduceFn rf;
     rf.fn = fn;
     rf.ctx = fn_ctx;
-    if (!vvar)
-        if (cdag_glue_op_t *op = reuse_spare(c, key, sched, rf)) return op;
+    if (cdag_glue_op_t *op = reuse_spare(c, key, h, sched, rf)) return op;
     std::shared_ptr<const cdag::Plan> plan;
     bool compiled = false;
     {
         Lock l;
-        if (!vvar) {
-            auto it = c->cache.find(key);
-            if (it != c->cache.end()) {
-                plan = it->second;
-                ++cdag_glue_stats.cache_hits;
-            }
-        }
+        plan = c->cache.find(key, h);
+        if (plan) ++cdag_glue_stats.cache_hits;
     }
     if (!plan) {
         cdag::Schedule sch;
@@ -340,19 +362,16 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
         Lock l;
         ++cdag_glue_stats.schedules_compiled;
         count_alloc();
-        if (!vvar) {
-            if (c->cache.size() >= 64) c->cache.erase(c->cache.begin());
-            c->cache.emplace(key, plan);
-        }
+        cache_insert(c, key, h, plan);
     }
     auto *op = new (std::nothrow) cdag_glue_op;
     if (!op) {
         *err = 3;
         return nullptr;
     }
-    count_alloc();  // the op and its executor
-    op->reusable = !vvar;
-    op->key = key;
+    count_alloc();  // the op, its executor and its key
+    op->reusable = true;
+    op->key = cdag::PlanKey(key, h);
     op->c = c;
     op->plan = plan;
     op->compiled = compiled;

@@ -86,6 +86,31 @@ static void *call_malloc(size_t n)
     return malloc(n ? n : 1);
 }
 
+/* Staging buffers up to this size stay with their request for the next
+ * call (so a repeated call with a non-contiguous datatype allocates
+ * nothing); larger ones are freed after their run, which bounds what the
+ * spare requests hold to 2 x this each. */
+#define CDAG_STAGE_KEEP ((size_t)256 * 1024)
+
+/* *buf with room for n bytes (capacity *cap), grown only when too small */
+static void *stage_reserve(void **buf, size_t *cap, size_t n)
+{
+    if (*buf && *cap >= n) return *buf;
+    free(*buf);
+    *buf = call_malloc(n);
+    *cap = *buf ? n : 0;
+    return *buf;
+}
+
+/* after a run: keep a staging buffer for the next one unless it is large */
+static void stage_trim(void **buf, size_t *cap)
+{
+    if (*cap <= CDAG_STAGE_KEEP) return;
+    free(*buf);
+    *buf = NULL;
+    *cap = 0;
+}
+
 /* ------------------------------------------------------------ datatypes */
 static size_t dt_size(ompi_datatype_t *dt)
 {
@@ -120,25 +145,32 @@ static int is_vvariant(int coll)
            coll == CDAG_ALLTOALLV;
 }
 
-/* pack count x dt from buf into a new buffer of *len bytes */
-static void *pack_new(const void *buf, size_t count, ompi_datatype_t *dt, size_t *len)
+/* pack count x dt from buf to out (count x its size bytes: the local
+ * convertor packs without any header or conversion) */
+static void pack_into(void *out, const void *buf, size_t count, ompi_datatype_t *dt)
 {
+    size_t n = count * dt_size(dt);
+    if (n == 0) return;
     opal_convertor_t conv;
     OBJ_CONSTRUCT(&conv, opal_convertor_t);
     opal_convertor_copy_and_prepare_for_send(ompi_proc_local()->super.proc_convertor, &dt->super,
                                              count, buf, 0, &conv);
-    size_t n = 0;
-    opal_convertor_get_packed_size(&conv, &n);
-    void *out = call_malloc(n);
-    if (out && n) {
-        struct iovec iov = {out, n};
-        uint32_t iovc = 1;
-        size_t max = n;
-        opal_convertor_pack(&conv, &iov, &iovc, &max);
-    }
+    struct iovec iov = {out, n};
+    uint32_t iovc = 1;
+    size_t max = n;
+    opal_convertor_pack(&conv, &iov, &iovc, &max);
     OBJ_DESTRUCT(&conv);
-    *len = n;
-    return out;
+}
+
+/* pack count x dt from buf into the staging buffer (*stage, capacity
+ * *cap), which holds *len bytes then */
+static void *pack_stage(void **stage, size_t *cap, const void *buf, size_t count, ompi_datatype_t *dt,
+                        size_t *len)
+{
+    *len = count * dt_size(dt);
+    if (!stage_reserve(stage, cap, *len)) return NULL;
+    pack_into(*stage, buf, count, dt);
+    return *stage;
 }
 
 static void unpack_into(void *buf, size_t count, ompi_datatype_t *dt, const void *src, size_t len)
@@ -204,32 +236,21 @@ static int vrecv_side(const cdag_call_t *c, int rank, int size, vside_t *v)
     return 0;
 }
 
-/* byte offset of every block in the engine's buffer: packed back to back,
- * or where the contiguous type puts it */
-static uint64_t *vside_offsets(const vside_t *v, int packed);
-
-/* pack every block of a side into one new buffer */
-static void *vside_pack(const vside_t *v, size_t *len)
+/* pack every block of a side back to back into the staging buffer
+ * (*stage, capacity *cap), which holds *len bytes then */
+static void *vside_pack(const vside_t *v, void **stage, size_t *cap, size_t *len)
 {
     size_t esize = dt_size(v->dt), total = 0;
     ptrdiff_t lb, extent;
     ompi_datatype_get_extent(v->dt, &lb, &extent);
-    for (int i = 0; i < v->n; ++i) total += (size_t)v->counts[i] * esize;
-    char *out = call_malloc(total);
+    for (int i = 0; i < v->n; ++i) total += (size_t)(v->counts[i] > 0 ? v->counts[i] : 0) * esize;
+    char *out = stage_reserve(stage, cap, total);
     if (!out) return NULL;
     size_t at = 0;
     for (int i = 0; i < v->n; ++i) {
         if (v->counts[i] <= 0) continue;
-        size_t n = 0;
-        void *blk = pack_new((const char *)v->buf + (ptrdiff_t)v->displs[i] * extent, (size_t)v->counts[i],
-                             v->dt, &n);
-        if (!blk) {
-            free(out);
-            return NULL;
-        }
-        memcpy(out + at, blk, n);
-        free(blk);
-        at += n;
+        pack_into(out + at, (const char *)v->buf + (ptrdiff_t)v->displs[i] * extent, (size_t)v->counts[i], v->dt);
+        at += (size_t)v->counts[i] * esize;
     }
     *len = total;
     return out;
@@ -291,14 +312,15 @@ static void drop_args(mca_coll_cdag_request_t *r, int retained)
     r->call.op = NULL;
 }
 
-/* Free a run's engine op and staging buffers. */
+/* Free a run's engine op (kept by its communicator for the next call of
+ * the same key); staging stays with the request unless it is large. */
 static void drop_run(mca_coll_cdag_request_t *r)
 {
     if (r->op) cdag_glue_op_free(r->op);
     r->op = NULL;
-    free(r->send_stage);
-    free(r->recv_stage);
-    r->send_stage = r->recv_stage = NULL;
+    stage_trim(&r->send_stage, &r->send_cap);
+    stage_trim(&r->recv_stage, &r->recv_cap);
+    r->recv_staged = 0;
 }
 
 static void request_destroy(mca_coll_cdag_request_t *r)
@@ -344,7 +366,7 @@ static int request_cancel(ompi_request_t *req, int flag)
 static void unpack_result(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
 {
     const cdag_call_t *c = &r->call;
-    if (r->recv_stage) {
+    if (r->recv_staged) {
         int size = ompi_comm_size(comm);
         size_t count = 0;
         ompi_datatype_t *dt = c->rdtype;
@@ -423,7 +445,8 @@ int mca_coll_cdag_progress(void)
 }
 
 /* Pack what the engine reads (and, in place, the data already in the
- * receive buffer): sets run_sbuf and run_rbuf. */
+ * receive buffer) into the request's staging buffers, reused from call
+ * to call: sets run_sbuf and run_rbuf. */
 static int stage_buffers(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
 {
     const cdag_call_t *c = &r->call;
@@ -431,10 +454,9 @@ static int stage_buffers(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
     int in_place = c->in_place;
     size_t len;
 
-    free(r->send_stage);
-    r->send_stage = NULL;
     r->run_sbuf = NULL;
     r->run_rbuf = NULL;
+    r->recv_staged = 0;
     switch (c->coll) {
     case CDAG_BARRIER:
         break;
@@ -443,10 +465,11 @@ static int stage_buffers(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
         if (dt_contig(c->rdtype, n)) {
             r->run_rbuf = dt_base(c->rbuf, c->rdtype);
         } else {
-            free(r->recv_stage);
-            if (rank == c->root) r->recv_stage = pack_new(c->rbuf, n, c->rdtype, &len);
-            else r->recv_stage = call_malloc(len = n * dt_size(c->rdtype));
+            len = n * dt_size(c->rdtype);
+            if (!stage_reserve(&r->recv_stage, &r->recv_cap, len)) return OMPI_ERR_OUT_OF_RESOURCE;
+            if (rank == c->root) pack_into(r->recv_stage, c->rbuf, n, c->rdtype);
             r->recv_stage_len = len;
+            r->recv_staged = 1;
             r->run_rbuf = r->recv_stage;
         }
         break;
@@ -466,8 +489,7 @@ static int stage_buffers(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
                 if (!r->vsend_packed) {
                     r->run_sbuf = dt_base(v.buf, v.dt);
                 } else {
-                    r->send_stage = vside_pack(&v, &len);
-                    if (!r->send_stage) return OMPI_ERR_OUT_OF_RESOURCE;
+                    if (!vside_pack(&v, &r->send_stage, &r->send_cap, &len)) return OMPI_ERR_OUT_OF_RESOURCE;
                     r->run_sbuf = r->send_stage;
                 }
             }
@@ -475,12 +497,11 @@ static int stage_buffers(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
                 if (!r->vrecv_packed) {
                     r->run_rbuf = dt_base(v.buf, v.dt);
                 } else {
-                    free(r->recv_stage);
                     /* in place, the receive buffer already holds input
                      * (the own block; alltoallv: everything sent) */
-                    r->recv_stage = vside_pack(&v, &len);
-                    if (!r->recv_stage) return OMPI_ERR_OUT_OF_RESOURCE;
+                    if (!vside_pack(&v, &r->recv_stage, &r->recv_cap, &len)) return OMPI_ERR_OUT_OF_RESOURCE;
                     r->recv_stage_len = len;
+                    r->recv_staged = 1;
                     r->run_rbuf = r->recv_stage;
                 }
             }
@@ -502,8 +523,8 @@ static int stage_buffers(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
                 if (dt_contig(c->sdtype, scount)) {
                     r->run_sbuf = dt_base(c->sbuf, c->sdtype);
                 } else {
-                    r->send_stage = pack_new(c->sbuf, scount, c->sdtype, &len);
-                    if (!r->send_stage) return OMPI_ERR_OUT_OF_RESOURCE;
+                    if (!pack_stage(&r->send_stage, &r->send_cap, c->sbuf, scount, c->sdtype, &len))
+                        return OMPI_ERR_OUT_OF_RESOURCE;
                     r->run_sbuf = r->send_stage;
                 }
             }
@@ -511,15 +532,13 @@ static int stage_buffers(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
             if (recv_used && c->rbuf) {
                 if (dt_contig(c->rdtype, rcount)) {
                     r->run_rbuf = dt_base(c->rbuf, c->rdtype);
-                    free(r->recv_stage);
-                    r->recv_stage = NULL;
                 } else {
-                    free(r->recv_stage);
+                    len = rcount * dt_size(c->rdtype);
+                    if (!stage_reserve(&r->recv_stage, &r->recv_cap, len)) return OMPI_ERR_OUT_OF_RESOURCE;
                     /* in place, the receive buffer already holds input */
-                    if (in_place) r->recv_stage = pack_new(c->rbuf, rcount, c->rdtype, &len);
-                    else r->recv_stage = call_malloc(len = rcount * dt_size(c->rdtype));
-                    if (!r->recv_stage) return OMPI_ERR_OUT_OF_RESOURCE;
+                    if (in_place) pack_into(r->recv_stage, c->rbuf, rcount, c->rdtype);
                     r->recv_stage_len = len;
+                    r->recv_staged = 1;
                     r->run_rbuf = r->recv_stage;
                 }
             }
@@ -602,13 +621,26 @@ static int run_blocking(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
 }
 
 /* ------------------------------------------------------------ the run */
-static uint64_t *bytes_array(const int *v, int n, size_t unit)
+/* room for the 4 arrays of comm size a v-variant call hands the engine,
+ * kept with the request: a repeated call (the engine finds its plan by
+ * these arrays) allocates nothing */
+static uint64_t *v_arrays(mca_coll_cdag_request_t *r, int size)
+{
+    size_t n = 4 * (size_t)(size > 0 ? size : 1);
+    if (r->varr_cap < n) {
+        free(r->varr);
+        r->varr = call_malloc(n * sizeof(uint64_t));
+        r->varr_cap = r->varr ? n : 0;
+    }
+    return r->varr;
+}
+
+/* v[i] x unit into out (NULL without v) */
+static uint64_t *bytes_array(const int *v, int n, size_t unit, uint64_t *out)
 {
     if (!v) return NULL;
-    uint64_t *a = call_malloc(sizeof(uint64_t) * (size_t)(n > 0 ? n : 1));
-    if (!a) return NULL;
-    for (int i = 0; i < n; ++i) a[i] = (uint64_t)v[i] * unit;
-    return a;
+    for (int i = 0; i < n; ++i) out[i] = (uint64_t)v[i] * unit;
+    return out;
 }
 
 static size_t dt_extent(ompi_datatype_t *dt)
@@ -618,11 +650,11 @@ static size_t dt_extent(ompi_datatype_t *dt)
     return (size_t)extent;
 }
 
-static uint64_t *vside_offsets(const vside_t *v, int packed)
+/* byte offset of every block in the engine's buffer, into out: packed
+ * back to back, or where the contiguous type puts it */
+static uint64_t *vside_offsets(const vside_t *v, int packed, uint64_t *a)
 {
-    if (!packed) return bytes_array(v->displs, v->n, dt_extent(v->dt));
-    uint64_t *a = call_malloc(sizeof(uint64_t) * (size_t)(v->n > 0 ? v->n : 1));
-    if (!a) return NULL;
+    if (!packed) return bytes_array(v->displs, v->n, dt_extent(v->dt), a);
     uint64_t at = 0;
     for (int i = 0; i < v->n; ++i) {
         a[i] = at;
@@ -641,10 +673,17 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
     spec.root = call->root;
     spec.in_place = call->in_place;
     spec.commutative = 1;
-    uint64_t *a1 = NULL, *a2 = NULL, *a3 = NULL, *a4 = NULL;
+    uint64_t *a1 = NULL, *a2 = NULL, *a3 = NULL, *a4 = NULL, *va = NULL;
 
     mca_coll_cdag_request_t *r = request_get();
     if (!r) return OMPI_ERR_OUT_OF_RESOURCE;
+    if (is_vvariant(call->coll) || call->coll == CDAG_REDUCE_SCATTER) {
+        va = v_arrays(r, size);
+        if (!va) {
+            request_put(r);
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+    }
     r->module = m;
     r->call = *call;
     if (mode != 0) {  /* a blocking call's arguments live as long as its run */
@@ -688,7 +727,7 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
         spec.commutative = ompi_op_is_commute(c->op);
         if (c->coll == CDAG_REDUCE && rank != c->root) spec.in_place = 0;
         if (c->coll == CDAG_REDUCE_SCATTER) {
-            a1 = bytes_array(c->rcounts, size, 1);  /* elements */
+            a1 = bytes_array(c->rcounts, size, 1, va);  /* elements */
             if (!a1) goto oom;
             spec.counts = a1;
         }
@@ -698,8 +737,8 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
     case CDAG_GATHERV: {
         spec.count = spec.in_place ? 0 : (uint64_t)c->scount * dt_size(c->sdtype);
         if (rank == c->root) {
-            a1 = bytes_array(c->rcounts, size, dt_size(c->rdtype));
-            a2 = vside_offsets(&rv, r->vrecv_packed);
+            a1 = bytes_array(c->rcounts, size, dt_size(c->rdtype), va);
+            a2 = vside_offsets(&rv, r->vrecv_packed, va + size);
             if (!a1 || !a2) goto oom;
             spec.counts = a1;
             spec.displs = a2;
@@ -713,8 +752,8 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
         spec.count = (spec.in_place || rank != c->root || !c->rdtype)
                          ? 0 : (uint64_t)c->rcount * dt_size(c->rdtype);
         if (rank == c->root) {
-            a1 = bytes_array(c->scounts, size, dt_size(c->sdtype));
-            a2 = vside_offsets(&sv, r->vsend_packed);
+            a1 = bytes_array(c->scounts, size, dt_size(c->sdtype), va);
+            a2 = vside_offsets(&sv, r->vsend_packed, va + size);
             if (!a1 || !a2) goto oom;
             spec.counts = a1;
             spec.displs = a2;
@@ -726,8 +765,8 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
         break;
     }
     case CDAG_ALLGATHERV:
-        a1 = bytes_array(c->rcounts, size, dt_size(c->rdtype));
-        a2 = vside_offsets(&rv, r->vrecv_packed);
+        a1 = bytes_array(c->rcounts, size, dt_size(c->rdtype), va);
+        a2 = vside_offsets(&rv, r->vrecv_packed, va + size);
         if (!a1 || !a2) goto oom;
         spec.counts = a1;
         spec.displs = a2;
@@ -735,10 +774,10 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
     case CDAG_ALLTOALLV: {
         /* in place the input has the receive layout */
         const vside_t *in = spec.in_place ? &rv : &sv;
-        a1 = bytes_array(in->counts, size, dt_size(in->dt));
-        a2 = vside_offsets(in, spec.in_place ? r->vrecv_packed : r->vsend_packed);
-        a3 = bytes_array(c->rcounts, size, dt_size(c->rdtype));
-        a4 = vside_offsets(&rv, r->vrecv_packed);
+        a1 = bytes_array(in->counts, size, dt_size(in->dt), va);
+        a2 = vside_offsets(in, spec.in_place ? r->vrecv_packed : r->vsend_packed, va + size);
+        a3 = bytes_array(c->rcounts, size, dt_size(c->rdtype), va + 2 * size);
+        a4 = vside_offsets(&rv, r->vrecv_packed, va + 3 * size);
         if (!a1 || !a2 || !a3 || !a4) goto oom;
         spec.counts = a1;
         spec.displs = a2;
@@ -751,8 +790,6 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
     int err = 0;
     uint32_t sched = cdag_glue_comm_next_sched(m->gc);
     r->op = cdag_glue_op_create(m->gc, &spec, sched, is_reduction(c->coll) ? reduce_cb : NULL, r, &err);
-    free(a1); free(a2); free(a3); free(a4);
-    a1 = a2 = a3 = a4 = NULL;
     if (!r->op) {
         CDAG_VERBOSE(1, "cannot build a schedule for collective %d (error %d)", c->coll, err);
         drop_args(r, mode != 0);
@@ -798,7 +835,6 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
     return OMPI_SUCCESS;
 
 oom:
-    free(a1); free(a2); free(a3); free(a4);
     drop_args(r, mode != 0);
     request_put(r);
     return OMPI_ERR_OUT_OF_RESOURCE;
@@ -807,6 +843,11 @@ oom:
 static void request_construct(mca_coll_cdag_request_t *r)
 {
     OBJ_CONSTRUCT(&r->active_item, opal_list_item_t);
+    /* kept across reuse (request_reset leaves them) */
+    r->send_stage = r->recv_stage = NULL;
+    r->send_cap = r->recv_cap = 0;
+    r->varr = NULL;
+    r->varr_cap = 0;
     request_reset(r);
 }
 
@@ -820,8 +861,8 @@ static void request_reset(mca_coll_cdag_request_t *r)
     r->module = NULL;
     r->op = NULL;
     memset(&r->call, 0, sizeof(r->call));
-    r->send_stage = r->recv_stage = NULL;
     r->recv_stage_len = 0;
+    r->recv_staged = 0;
     r->vsend_packed = r->vrecv_packed = 0;
     r->run_sbuf = NULL;
     r->run_rbuf = NULL;
@@ -833,6 +874,9 @@ static void request_reset(mca_coll_cdag_request_t *r)
 
 static void request_destruct(mca_coll_cdag_request_t *r)
 {
+    free(r->send_stage);
+    free(r->recv_stage);
+    free(r->varr);
     OBJ_DESTRUCT(&r->active_item);
 }
 

@@ -40,6 +40,7 @@
 #include "cdag_coll.h"
 #include "cdag_exec.h"
 #include "cdag_plan.h"
+#include "cdag_plan_cache.h"
 #include "cdag_wire.h"
 #include "ucx_glue/rdrp_ucx.h"
 #include "common/throttle/throttle.h"
@@ -96,8 +97,6 @@ private:
     ::cdag_glue_comm *c_;
 };
 
-using PlanKey = std::tuple<int, int, uint64_t, uint64_t, int, int>;  // coll, root, count, elem, commute, in_place
-
 template <class K, class V, bool Early = false>
 using RecycledMap = std::unordered_map<K, V, KeyHash, std::equal_to<K>, NodeAlloc<std::pair<const K, V>, Early>>;
 
@@ -113,8 +112,8 @@ struct cdag_glue_comm {
     int rank, size;
     std::vector<ucp_ep_h> eps;
     uint32_t next_sched = 0;
-    std::map<cdag_svc::PlanKey, std::shared_ptr<const cdag::Plan>> cache;
-    std::vector<cdag_glue_op *> spare;  // finished ops of cached plans, reused by later calls
+    cdag::PlanCache cache;              // compiled plans by call (v-variants: with their counts)
+    std::vector<cdag_glue_op *> spare;  // finished ops, reused by later calls of the same key
     cdag_throttle_t *pool = nullptr;  // node token pool of this communicator (throttle node)
     cdag_svc::Tr tr;
     cdag_glue_comm() : tr(this) { cdag_comm_track(this, true); }
@@ -123,8 +122,8 @@ struct cdag_glue_comm {
 
 struct cdag_glue_op {
     bool counted = false;  // in Global::active_runs
-    bool reusable = false; // of a cached plan: goes to its communicator's spares when freed
-    cdag_svc::PlanKey key;
+    bool reusable = false; // goes to its communicator's spares when freed
+    cdag::PlanKey key;     // the call it was built for (v-variants: with counts and displacements)
     cdag_glue_comm *c;
     std::shared_ptr<const cdag::Plan> plan;
     bool compiled = false;     // this op compiled its plan (not from the cache)
