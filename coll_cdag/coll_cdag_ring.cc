@@ -86,6 +86,7 @@ unsigned drain_backlogs()
             send_complete(m.c, m.ex, m.v, m.tokens);  // may send more (onto this backlog: it is not empty)
         }
         if (rp->backlog.empty()) {
+            rp->listed = false;
             G.backlogged[i] = G.backlogged.back();
             G.backlogged.pop_back();
         } else {
@@ -152,7 +153,10 @@ int ring_send(Comm *c, cdag::Executor &ex, cdag::VertexId v, RingPeer *rp, const
         send_complete(c, &ex, v, tokens);
         return 0;
     }
-    if (rp->backlog.empty()) G.backlogged.push_back(rp);
+    if (!rp->listed) {
+        rp->listed = true;
+        G.backlogged.push_back(rp);
+    }
     rp->backlog.push_back(RingPending{c, &ex, v, tokens, h, buf, len});
     ++G.ring_backlog;
     ++cdag_glue_stats.ring_backlogged;
@@ -168,6 +172,7 @@ void ring_forget(const cdag::Executor *ex)
         q.erase(std::remove_if(q.begin(), q.end(), [ex](const RingPending &m) { return m.ex == ex; }), q.end());
         G.ring_backlog -= before - q.size();
         if (q.empty()) {
+            rp->listed = false;
             G.backlogged[i] = G.backlogged.back();
             G.backlogged.pop_back();
         } else {

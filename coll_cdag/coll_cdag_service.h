@@ -217,6 +217,7 @@ struct RingPending {
 struct RingPeer {
     rdrp::shm::NodePeer np;
     std::deque<RingPending> backlog;  // messages waiting for room, in order
+    bool listed = false;              // in G.backlogged (a completion during the drain may queue more)
 };
 bool ring_setup(std::string *err);      /* our segment, at init (cfg.ring, more than one local rank) */
 void ring_teardown();                   /* fini: every peer and our segment */
