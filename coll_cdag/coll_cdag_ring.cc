@@ -185,7 +185,10 @@ unsigned ring_progress()
 {
     unsigned n = 0;
     if (__builtin_expect(G.ring_backlog != 0, 0)) n += drain_backlogs();
-    if (G.node.on()) n += G.node.poll(dispatch, ring_bad);
+    /* most passes find nothing: one load per ring first (callgrind, 8 B
+     * allreduce at np 2: 63 instructions per empty poll of two rings
+     * without this look) */
+    if (G.node.on() && G.node.ready()) n += G.node.poll(dispatch, ring_bad);
     return n;
 }
 
