@@ -85,6 +85,7 @@ void NodeSegment::release()
 {
     rx_.clear();
     tx_to_.clear();
+    next_rx_ = 0;
     if (on_) segment_release(&seg_);
     on_ = false;
 }

@@ -88,13 +88,30 @@ public:
     template <class Fn, class Bad>
     unsigned poll(Fn &&fn, Bad &&bad)
     {
+        return poll(fn, bad, [] { return false; });
+    }
+    /* poll() whose pass ends after a ring's batch once stop() is true (a
+     * caller that wants its completion handled before the messages behind
+     * it); the next pass then starts at the following ring, so a busy ring
+     * cannot starve the others.  With stop() never true the order is
+     * poll()'s. */
+    template <class Fn, class Bad, class Stop>
+    unsigned poll(Fn &&fn, Bad &&bad, Stop &&stop)
+    {
         unsigned n = 0;
-        for (size_t i = 0; i < rx_.size(); ++i) {
+        const size_t nr = rx_.size();
+        for (size_t k = 0; k < nr; ++k) {
+            size_t i = next_rx_ + k;
+            if (i >= nr) i -= nr;
             RingConsumer &r = rx_[i];
             unsigned got = r.poll(fn);
             if (__builtin_expect(r.error() != nullptr, 0)) bad(r.error(), static_cast<uint32_t>(i));
             if (got && tx_to_[i]) tx_to_[i]->hint_drained();
             n += got;
+            if (stop()) {
+                next_rx_ = i + 1 < nr ? i + 1 : 0;
+                break;
+            }
         }
         return n;
     }
@@ -118,6 +135,7 @@ private:
     Segment seg_;
     std::vector<RingConsumer> rx_;      /* ring i: what local rank i sends us */
     std::vector<RingProducer *> tx_to_; /* i: our ring to local rank i, if connected */
+    size_t next_rx_ = 0;                /* ring polled first by the next pass */
 };
 
 /* Offset of ring i in a segment of rings of ring_size bytes. */
