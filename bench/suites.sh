@@ -57,7 +57,8 @@ Benchmarks (at least one of --osu / --imb)
 Configurations
   --pmls LIST        point-to-point runs (default "rdrp ucx ob1")
   --coll-pmls LIST   PMLs under the collective runs (default "rdrp ucx ob1")
-  --colls LIST       collective components (default "cdag tuned"): each
+  --colls LIST       collective components (default "cdag tuned"; also cdagucx:
+                     coll/cdag without its shared-memory rings): each
                      collective benchmark runs under every COLL+PML pair
   --component-path DIR  where mca_pml_rdrp.so etc. are (default: wherever
                      Open MPI finds them: installed package, environment)
@@ -194,9 +195,10 @@ declare -A PML_ARGS=(
     [ucx]="--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any"
     [ob1]="--mca pml ob1 --mca btl self,vader"
 )
-declare -A COLL_ARGS=([cdag]="--mca coll_cdag_priority 100" [tuned]="")
+# cdagucx: coll/cdag with every schedule message over UCX (no shared-memory rings)
+declare -A COLL_ARGS=([cdag]="--mca coll_cdag_priority 100" [cdagucx]="--mca coll_cdag_priority 100 --mca coll_cdag_ring 0" [tuned]="")
 for p in $PMLS $COLL_PMLS; do [[ -n ${PML_ARGS[$p]+x} ]] || die "unknown PML '$p' (rdrp ucx ob1)"; done
-for c in $COLLS; do [[ -n ${COLL_ARGS[$c]+x} ]] || die "unknown collective component '$c' (cdag tuned)"; done
+for c in $COLLS; do [[ -n ${COLL_ARGS[$c]+x} ]] || die "unknown collective component '$c' (cdag cdagucx tuned)"; done
 P2P_CFGS=($PMLS)
 COLL_CFGS=()
 for p in $COLL_PMLS; do for c in $COLLS; do COLL_CFGS+=("$c+$p"); done; done

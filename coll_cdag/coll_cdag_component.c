@@ -83,7 +83,8 @@ static const char *algo_words[CDAG_NCOLL] = {
 static char *coll_list = NULL;
 static char *algo_values[CDAG_NCOLL];
 static char *progress_value = NULL;
-static unsigned long long seg_size = 0, eager_size = 8192, eager_limit = 65536;
+static unsigned long long seg_size = 0, eager_size = 8192, eager_limit = 65536, ring_limit = 65536;
+static int ring_on = 1;
 static mca_base_var_enum_t *progress_enum = NULL;
 static char *throttle_value = NULL;
 static int throttle_rank_limit, throttle_node_tokens, throttle_concurrency, throttle_recover, throttle_cache;
@@ -98,7 +99,7 @@ static unsigned long long throttle_bpt;
 #define ANY_SIZE 0x7fffffffffffffffULL
 #define COLL_WORDS "all|barrier|bcast|reduce|allreduce|gather|scatter|allgather|alltoall|" \
     "reduce_scatter_block|reduce_scatter|scan|exscan|gatherv|scatterv|allgatherv|alltoallv"
-enum { N_FIXED_RULES = 19 };
+enum { N_FIXED_RULES = 21 };
 static rdrp_param_rule_t param_rules[N_FIXED_RULES + CDAG_NCOLL] = {
     C_INT("priority", mca_coll_cdag_params.priority, -1, 100),
     C_INT("finalize_check", mca_coll_cdag_params.finalize_check, 0, 2),
@@ -111,6 +112,8 @@ static rdrp_param_rule_t param_rules[N_FIXED_RULES + CDAG_NCOLL] = {
     C_INT("shadow_buffers", mca_coll_cdag_params.eager_buffers, 0, 1 << 16),
     C_ULL("shadow_buffer_size", eager_size, 16ULL << 20),
     C_ULL("eager_limit", eager_limit, 16ULL << 20),
+    C_INT("ring", ring_on, 0, 1),
+    C_ULL("ring_limit", ring_limit, 4ULL << 20),
     C_WORD("throttle", throttle_value, "off|rank|node"),
     C_INT("throttle_rank_limit", throttle_rank_limit, 0, 1 << 20),
     C_INT("throttle_node_tokens", throttle_node_tokens, 1, 1 << 20),
@@ -195,6 +198,18 @@ static int cdag_register(void)
         "more, so eager wins up to some 64 KiB on one node"),
         MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5,
         MCA_BASE_VAR_SCOPE_READONLY, &eager_limit);
+    ring_on = 1;
+    (void)mca_base_component_var_register(c, "ring", help_with_range("ring", "1: schedule messages of at most "
+        "coll_cdag_ring_limit bytes to a process of this job on this node go through a shared-memory ring of "
+        "coll/cdag's own in the receiver's segment (no UCX call on that path); 0: every message by UCX"),
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &ring_on);
+    ring_limit = 65536;
+    (void)mca_base_component_var_register(c, "ring_limit", help_with_range("ring_limit", "Largest schedule "
+        "message (bytes) sent through a shared-memory ring to a peer on this node; larger ones go by UCX.  "
+        "The rings of a process hold four such messages each within 16 MiB, so with many processes on a node "
+        "the limit used is lower (coll_cdag_verbose 2 prints it)"),
+        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5,
+        MCA_BASE_VAR_SCOPE_READONLY, &ring_limit);
     throttle_value = "off";
     (void)mca_base_component_var_register(c, "throttle", help_with_range("throttle", "Token throttling of schedule messages (admission control before injection): off, rank "
         "(at most coll_cdag_throttle_rank_limit messages in flight per rank), or node (also a "
@@ -314,6 +329,20 @@ static void register_pvars(void)
                    &cdag_glue_stats.cached_plans, MCA_BASE_PVAR_CLASS_LEVEL);
     reg_pvar("plans_evicted", "Compiled schedules dropped from a full plan cache (the least recently used)",
              &cdag_glue_stats.plans_evicted);
+    reg_pvar("ring_sent", "Schedule messages sent through a shared-memory ring to a peer on this node "
+             "(coll_cdag_ring; the others went by UCX)", &cdag_glue_stats.ring_sent);
+    reg_pvar("ring_backlogged", "Ring messages that found the peer's ring full and waited, in order, "
+             "for room (pushed later by progress)", &cdag_glue_stats.ring_backlogged);
+}
+
+/* A ring of ours was stopped by a malformed entry (cfg.ring_fatal): the
+ * peer's later messages would never arrive, so the job ends here. */
+static void ring_fatal(const char *why, int local_rank)
+{
+    char what[256];
+    snprintf(what, sizeof(what), "%s (ring of local rank %d)", why, local_rank);
+    opal_show_help("help-coll-cdag.txt", "ring-corrupt", true, opal_process_info.nodename, what);
+    ompi_rte_abort(1, NULL);
 }
 
 /* ------------------------------------------------------------ open / close */
@@ -413,6 +442,10 @@ static int cdag_open(void)
     cfg.eager_size = (size_t)eager_size;
     cfg.eager_limit = (uint64_t)eager_limit;
     cfg.plan_cache_v = (size_t)v_plan_cache;
+    cfg.ring = ring_on;
+    cfg.ring_limit = (uint64_t)ring_limit;
+    cfg.jobid = OMPI_PROC_MY_NAME->jobid;
+    cfg.ring_fatal = ring_fatal;
     for (int i = 0; i < CDAG_NCOLL; ++i) {
         int a = parse_algo(algo_values[i]);
         if (a < 0) {
@@ -451,6 +484,12 @@ static int cdag_open(void)
     CDAG_VERBOSE(2, "engine service up (%s progress, throttle mode %d, rank limit %u, node tokens %u)",
                  p->progress ? "thread" : "inline", cfg.throttle_mode, cfg.throttle_rank_limit,
                  cfg.throttle_node_tokens);
+    size_t ring_size = 0;
+    uint64_t limit = cdag_glue_ring_limit(&ring_size);
+    if (limit) CDAG_VERBOSE(2, "shared-memory rings of %zu bytes to %d local ranks, ring limit %llu", ring_size,
+                            cfg.local_ranks, (unsigned long long)limit);
+    else CDAG_VERBOSE(2, "no shared-memory rings (coll_cdag_ring %d, %d local ranks): UCX only", ring_on,
+                      cfg.local_ranks);
     return OMPI_SUCCESS;
 }
 

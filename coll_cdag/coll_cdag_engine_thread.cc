@@ -144,6 +144,7 @@ void engine_loop()
             if (G.throttling) {
                 Lock l;  // queued sends, token caches
                 ucp_worker_progress(G.w);
+                ring_progress();
                 throttle_progress();
             }
             sleep_idle();
@@ -179,7 +180,8 @@ void engine_loop()
         {
             Lock l;
             run_local_ops();
-            n = ucp_worker_progress(G.w);
+            n = ring_progress();
+            n += ucp_worker_progress(G.w);
             if (G.throttling) throttle_progress();
             if (!n) reap_finished();
         }
@@ -232,7 +234,8 @@ int cdag_glue_progress(void)
      * worker to it (engine_loop) */
     if (G.thread_running) G.app_calls.fetch_add(1, std::memory_order_relaxed);
     Lock l;
-    int n = static_cast<int>(ucp_worker_progress(G.w));
+    int n = static_cast<int>(ring_progress());
+    n += static_cast<int>(ucp_worker_progress(G.w));
     if (G.throttling) throttle_progress();
     return n;
 }

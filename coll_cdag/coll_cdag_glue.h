@@ -51,6 +51,13 @@ typedef struct cdag_glue_config {
     size_t eager_size;        /* their size */
     uint64_t eager_limit;     /* messages up to this size are sent eager (0: UCX decides) */
     size_t plan_cache_v;      /* compiled plans of v-variant calls kept per communicator (LRU; 0: none) */
+    /* shared-memory rings to peers on this node (common/shm/shm_node.h) */
+    int      ring;            /* 1: messages up to ring_limit to a local peer go through its ring */
+    uint64_t ring_limit;      /* largest payload through a ring (shrinks with many local ranks) */
+    uint32_t jobid;           /* a ring only to peers of this job */
+    /* a ring was stopped by a malformed entry (nothing of it was used):
+     * the component reports it and ends the job */
+    void   (*ring_fatal)(const char *why, int local_rank);
     cdag_glue_algo_t algo[CDAG_NCOLL];
 } cdag_glue_config_t;
 
@@ -76,6 +83,8 @@ typedef struct cdag_glue_stats {
     uint64_t thread_start_naps; /* engine thread: naps begun with a start it had not driven yet (0: a start is driven at once) */
     uint64_t cached_plans;     /* compiled plans held in communicators' caches now (a level, not a count) */
     uint64_t plans_evicted;    /* plans dropped from a full cache (least recently used first) */
+    uint64_t ring_sent;        /* schedule messages that went through a shared-memory ring (peers on this node) */
+    uint64_t ring_backlogged;  /* ring messages that waited for room in a full ring (sent later from progress) */
 } cdag_glue_stats_t;
 extern cdag_glue_stats_t cdag_glue_stats;
 
@@ -94,11 +103,18 @@ void cdag_glue_fini(void);
 struct rdrp_tally;
 void cdag_glue_fini_tally(struct rdrp_tally *t, uint64_t ops_held_by_requests);
 const char *cdag_glue_last_error(void);
+/* What this process publishes in the modex: its ring segment's identity
+ * (common/shm/shm_node.h) and its worker address. */
 int  cdag_glue_worker_address(void **addr, size_t *len);
 void cdag_glue_worker_address_release(void *addr);
-/* Endpoint to a process (peer_id: its 64-bit name) from its worker address. */
+/* Endpoint to a process (peer_id: its 64-bit name) from what it published;
+ * a ring too when it is on this node (remote 0), of this job, and its
+ * segment maps.  The ring size of this node (cdag_glue_ring_limit): after
+ * cdag_glue_init. */
 int  cdag_glue_connect(uint64_t peer_id, const void *addr, size_t len, int remote);
 int  cdag_glue_connected(uint64_t peer_id);
+/* The ring eager limit in use (0: no rings) and the ring size. */
+uint64_t cdag_glue_ring_limit(size_t *ring_size);
 
 /* One communicator.  Under node throttling, pool_name names the
  * communicator's node token pool (common/throttle/throttle.h), which this rank

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <new>
 
 cdag_glue_stats_t cdag_glue_stats;
@@ -85,6 +87,12 @@ int cdag_glue_init(const cdag_glue_config_t *config)
         if (G.shadow_mem)
             for (size_t i = 0; i < n; ++i) G.shadow_free.push_back(G.shadow_mem.get() + i * sz);
     }
+    /* rings to the other processes of this node (coll_cdag_ring.cc); without
+     * a segment every message goes by UCX */
+    if (config->ring && config->local_ranks > 1) {
+        std::string err;
+        if (!ring_setup(&err)) G.ring_limit = 0;
+    }
     G.running.reserve(64);
     G.up = true;
     /* the engine thread starts with the first collective, once MPI_Init is
@@ -112,7 +120,7 @@ static void tally_objects(rdrp_tally_t *t, uint64_t ops_held_by_requests)
     rdrp_tally_add(t, "operations", static_cast<uint64_t>(ops > 0 ? ops : 0), RDRP_TALLY_OURS);
     rdrp_tally_add(t, "runs in flight", G.running.size(), RDRP_TALLY_OURS);
     rdrp_tally_add(t, "posted receives", G.posted.size(), RDRP_TALLY_OURS);
-    rdrp_tally_add(t, "queued sends", G.pending.size(), RDRP_TALLY_OURS);
+    rdrp_tally_add(t, "queued sends", G.pending.size() + G.ring_backlog, RDRP_TALLY_OURS);
     rdrp_tally_add(t, "rendezvous pulls", pulling, RDRP_TALLY_OURS);
 }
 
@@ -143,6 +151,7 @@ void cdag_glue_fini_tally(rdrp_tally_t *t, uint64_t ops_held_by_requests)
     }
     G.throttling = false;
     G.posted.clear();
+    ring_teardown();
     G.eps.clear();
     if (G.uw) {
         rdrp_ucx_leftovers_t left;
@@ -161,12 +170,40 @@ void cdag_glue_fini_tally(rdrp_tally_t *t, uint64_t ops_held_by_requests)
     G.up = false;
 }
 
+/* The modex blob: the ring segment's identity, the worker address's
+ * length, then the address. */
+struct Published {
+    rdrp::shm::NodeIdentity node;
+    uint64_t ucx_len;
+};
+
 int cdag_glue_worker_address(void **addr, size_t *len)
 {
-    return rdrp_ucx_worker_address(G.uw, 0, addr, len);
+    void *ua = nullptr;
+    size_t ul = 0;
+    if (rdrp_ucx_worker_address(G.uw, 0, &ua, &ul) != 0) return -1;
+    Published pub{};
+    ring_identity(&pub.node);
+    pub.ucx_len = ul;
+    char *b = static_cast<char *>(malloc(sizeof(pub) + ul));
+    if (b) {
+        std::memcpy(b, &pub, sizeof(pub));
+        std::memcpy(b + sizeof(pub), ua, ul);
+    }
+    rdrp_ucx_worker_address_release(G.uw, ua);
+    if (!b) return -1;
+    *addr = b;
+    *len = sizeof(pub) + ul;
+    return 0;
 }
 
-void cdag_glue_worker_address_release(void *addr) { rdrp_ucx_worker_address_release(G.uw, addr); }
+void cdag_glue_worker_address_release(void *addr) { free(addr); }
+
+uint64_t cdag_glue_ring_limit(size_t *ring_size)
+{
+    if (ring_size) *ring_size = G.node.on() ? G.node.ring_size() : 0;
+    return G.node.on() ? G.ring_limit : 0;
+}
 
 int cdag_glue_connected(uint64_t peer_id)
 {
@@ -178,7 +215,18 @@ int cdag_glue_connect(uint64_t peer_id, const void *addr, size_t len, int remote
 {
     Lock l;
     if (G.eps.count(peer_id)) return 0;
-    ucp_ep_h ep = rdrp_ucx_connect(G.uw, addr, len, remote, peer_id);
+    Published pub;
+    if (len < sizeof(pub)) {
+        G.err = "its coll/cdag address is malformed (another version of coll/cdag?)";
+        return -1;
+    }
+    std::memcpy(&pub, addr, sizeof(pub));
+    if (pub.ucx_len != len - sizeof(pub)) {
+        G.err = "its coll/cdag address is malformed (another version of coll/cdag?)";
+        return -1;
+    }
+    if (!remote) ring_connect(peer_id, pub.node);
+    ucp_ep_h ep = rdrp_ucx_connect(G.uw, static_cast<const char *>(addr) + sizeof(pub), pub.ucx_len, remote, peer_id);
     if (!ep) {
         G.err = rdrp_ucx_last_error();
         return -1;
@@ -197,6 +245,7 @@ cdag_glue_comm_t *cdag_glue_comm_create(uint32_t cid, int rank, int size, const 
     c->rank = rank;
     c->size = size;
     c->eps.assign(static_cast<size_t>(size), nullptr);
+    c->rings.assign(static_cast<size_t>(size), nullptr);
     c->spare.reserve(kSpareOps);
     c->cache.set_capacity(kCachedPlans, G.cfg.plan_cache_v);
     for (int r = 0; r < size; ++r) {
@@ -207,6 +256,8 @@ cdag_glue_comm_t *cdag_glue_comm_create(uint32_t cid, int rank, int size, const 
             return nullptr;
         }
         c->eps[r] = it->second;
+        auto rit = G.ring_peers.find(peer_ids[r]);
+        if (rit != G.ring_peers.end()) c->rings[r] = rit->second;
     }
     if (G.cfg.throttle_mode == CDAG_THROTTLE_NODE) {
         cdag_throttle_config_t tc{};
@@ -490,6 +541,7 @@ void cdag_glue_op_free(cdag_glue_op_t *op)
         if (it->ex == op->ex.get()) it = G.pending.erase(it);
         else ++it;
     }
+    if (G.ring_backlog) ring_forget(op->ex.get());
     Comm *c = op->c;
     if (op->reusable && op->ex->done() && !op->ex->error()) {
         if (c->spare.size() == kSpareOps) {  // the least recently used goes

@@ -4,14 +4,16 @@
  *  - coll_cdag_transport.cc: how schedule messages travel over the private
  *    UCX worker (send with admission through the token throttle, exact
  *    matching of arrivals, shadow buffers, rendezvous pulls);
+ *  - coll_cdag_ring.cc: the shared-memory rings to peers on this node
+ *    (small messages; sent after the same admission, matched the same way);
  *  - coll_cdag_engine_thread.cc: who drives the worker (the engine thread
  *    that plays the offloading NIC, or inline progress);
  *  - coll_cdag_lifecycle.cc: process, communicator and operation life
  *    cycle (UCX set-up, endpoints, node token pools, compiled-schedule
  *    caches, executors).
  *
- * Wire: one UCX active message per schedule message, header
- * (cid, src, sched, seq, tag).  (sched, seq, tag) is unique per message of
+ * Wire: one UCX active message or one ring entry per schedule message,
+ * header (cid, src, sched, seq, tag).  (sched, seq, tag) is unique per message of
  * a communicator (cdag_exec.h), so the receiver matches exactly on the
  * whole key; messages of concurrent collectives never cross.
  *
@@ -44,6 +46,7 @@
 #include "cdag_wire.h"
 #include "ucx_glue/rdrp_ucx.h"
 #include "common/throttle/throttle.h"
+#include "common/shm/shm_node.h"
 
 namespace cdag_svc {
 
@@ -97,6 +100,8 @@ private:
     ::cdag_glue_comm *c_;
 };
 
+struct RingPeer;  // coll_cdag_ring.cc
+
 template <class K, class V, bool Early = false>
 using RecycledMap = std::unordered_map<K, V, KeyHash, std::equal_to<K>, NodeAlloc<std::pair<const K, V>, Early>>;
 
@@ -111,6 +116,7 @@ struct cdag_glue_comm {
     uint32_t cid;
     int rank, size;
     std::vector<ucp_ep_h> eps;
+    std::vector<cdag_svc::RingPeer *> rings;  // rank r's ring, if on this node (else null)
     uint32_t next_sched = 0;
     cdag::PlanCache cache;              // compiled plans by call (v-variants: with their counts)
     std::vector<cdag_glue_op *> spare;  // finished ops, reused by later calls of the same key
@@ -173,6 +179,12 @@ struct Global {
         uint64_t len;
     };
     std::deque<Pending> pending;  // sends waiting for admission, in order
+    /* shared-memory rings (coll_cdag_ring.cc) */
+    rdrp::shm::NodeSegment node;                      // ours: what local peers send us
+    uint64_t ring_limit = 0;                           // largest payload through a ring (0: none)
+    std::unordered_map<uint64_t, RingPeer *> ring_peers;  // by peer id
+    std::vector<RingPeer *> backlogged;                // peers with messages waiting for ring room
+    size_t ring_backlog = 0;                           // those messages
     std::string err;
 };
 extern Global G;
@@ -184,10 +196,37 @@ struct Lock {
 };
 
 /* coll_cdag_transport.cc */
+void deliver_eager(const Key &k, const void *data, uint64_t len);  /* an arrival's bytes, at once */
+void send_complete(Comm *c, cdag::Executor *ex, cdag::VertexId v, uint32_t tokens);  /* a send left */
 ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_t len,
                    const ucp_am_recv_param_t *param);
 void throttle_progress();              /* queued sends, token caches */
 void shadow_release(const Unexp &u);   /* an early arrival's copy goes back */
+
+/* coll_cdag_ring.cc */
+struct RingPending {
+    Comm *c;
+    cdag::Executor *ex;
+    cdag::VertexId v;
+    uint32_t tokens;
+    AmHdr hdr;
+    const void *buf;
+    uint64_t len;
+};
+struct RingPeer {
+    rdrp::shm::NodePeer np;
+    std::deque<RingPending> backlog;  // messages waiting for room, in order
+    bool listed = false;              // in G.backlogged (a completion during the drain may queue more)
+};
+bool ring_setup(std::string *err);      /* our segment, at init (cfg.ring, more than one local rank) */
+void ring_teardown();                   /* fini: every peer and our segment */
+void ring_identity(rdrp::shm::NodeIdentity *id);
+void ring_connect(uint64_t peer_id, const rdrp::shm::NodeIdentity &id);  /* a local peer: its ring, if it maps */
+/* send through rp's ring (admitted: tokens held); 0 */
+int ring_send(Comm *c, cdag::Executor &ex, cdag::VertexId v, RingPeer *rp, const AmHdr &h, const void *buf,
+              uint64_t len, uint32_t tokens);
+unsigned ring_progress();               /* backlogs, then our rings */
+void ring_forget(const cdag::Executor *ex);  /* a freed run's messages still waiting for room */
 
 /* coll_cdag_engine_thread.cc */
 int ensure_engine_thread();            /* configured thread progress: start on first use */

@@ -9,7 +9,10 @@
  * pre-allocated shadow buffers.
  *
  * Every send of every schedule leaves through inject(): the one place
- * where admission control (token throttling) sits.
+ * where admission control (token throttling) sits.  After admission, a
+ * message of at most the ring limit to a peer on this node goes through
+ * that peer's shared-memory ring instead (coll_cdag_ring.cc); its arrival
+ * takes the same way as a UCX eager one (deliver_eager).
  */
 #include "coll_cdag_service.h"
 
@@ -48,6 +51,14 @@ void unadmit(Comm *c, uint32_t tokens)
     if (c->pool) cdag_throttle_release(c->pool, tokens);
 }
 
+/* A send left (the ring took it): the tokens go back, the vertex completes. */
+void send_complete(Comm *c, cdag::Executor *ex, cdag::VertexId v, uint32_t tokens)
+{
+    if (G.throttling) unadmit(c, tokens);
+    ex->complete(v);
+    if (G.throttling && !G.pending.empty()) drain_pending();
+}
+
 void send_done(void *request, ucs_status_t status, void *user_data)
 {
     auto *s = static_cast<SendCtx *>(user_data);
@@ -65,6 +76,8 @@ void send_done(void *request, ucs_status_t status, void *user_data)
 int send_now(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id,
              const void *buf, uint64_t len, uint32_t tokens)
 {
+    if (RingPeer *rp = c->rings[peer]; rp && len <= G.ring_limit)
+        return ring_send(c, ex, v, rp, AmHdr{c->cid, c->rank, id.sched, id.seq, id.tag, 0}, buf, len, tokens);
     auto *s = Recycler<SendCtx>::make(c, &ex, v, tokens, AmHdr{c->cid, c->rank, id.sched, id.seq, id.tag, 0});
     if (!s) return -1;
     ucp_request_param_t p;
@@ -312,6 +325,66 @@ int Tr::post_recv(cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::Ms
     return 0;
 }
 
+/* The receive posted for k, taken out of the map into *p: Taken, or
+ * Failed when its length differs (it is failed here: never overrun a
+ * buffer), or None. */
+enum class Match { None, Taken, Failed };
+static Match take_posted(const Key &k, uint64_t len, Posted *p)
+{
+    auto it = G.posted.find(k);
+    if (it == G.posted.end()) return Match::None;
+    *p = it->second;
+    G.posted.erase(it);
+    if (p->len == len) return Match::Taken;
+    p->ex->fail(p->v, -2);
+    return Match::Failed;
+}
+
+/* An arrival before its receive: an entry for it with a buffer of ours (a
+ * shadow buffer when it fits, else a big one); nullptr when out of memory
+ * (the entry is then poisoned: the receive that comes for it fails its
+ * length check) or when an entry for k exists already. */
+static Unexp *park(const Key &k, uint64_t len)
+{
+    ++cdag_glue_stats.unexpected;
+    Unexp u{false, nullptr, len, false, 0, false, nullptr, 0, nullptr};
+    if (len <= G.cfg.eager_size && !G.shadow_free.empty()) {
+        u.data = G.shadow_free.back();
+        G.shadow_free.pop_back();
+        u.pooled = true;
+    } else {
+        std::size_t cap = 0;
+        u.data = big_buffer_get(len, &cap);
+        u.cap = cap;
+    }
+    if (!u.data) u.len = ~0ull;
+    auto ins = G.unexpected.emplace(k, u);
+    if (!ins.second) {  // a second message with the same key (forged or corrupt): dropped unread
+        if (u.data) shadow_release(u);
+        ++cdag_glue_stats.dropped;
+        return nullptr;
+    }
+    return u.data ? &ins.first->second : nullptr;
+}
+
+/* An arrival whose bytes are here now (UCX eager, or a ring entry valid
+ * only during this call): into its posted receive, or copied aside until
+ * the receive is posted. */
+void deliver_eager(const Key &k, const void *data, uint64_t len)
+{
+    Posted p;
+    switch (take_posted(k, len, &p)) {
+    case Match::Failed: return;
+    case Match::Taken:
+        if (len) std::memcpy(p.buf, data, len);
+        p.ex->complete(p.v);
+        return;
+    case Match::None: break;
+    }
+    Unexp *u = park(k, len);
+    if (u && len) std::memcpy(u->data, data, len);
+}
+
 ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_t len,
                    const ucp_am_recv_param_t *param)
 {
@@ -324,60 +397,36 @@ ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_
         return UCS_OK;
     }
     Key k{h.cid, static_cast<uint32_t>(h.src), h.sched, h.seq, h.tag};
-    bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
-    auto it = G.posted.find(k);
-    if (it != G.posted.end()) {
-        Posted p = it->second;
-        G.posted.erase(it);
-        if (p.len != len) {
-            p.ex->fail(p.v, -2);
-            return UCS_OK;
-        }
-        if (rndv) {
-            rndv_pull(data, p.ex, p.v, p.buf, p.len);
-        } else {
-            if (len) std::memcpy(p.buf, data, len);
-            p.ex->complete(p.v);
-        }
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+        deliver_eager(k, data, len);
         return UCS_OK;
     }
-    ++cdag_glue_stats.unexpected;
-    Unexp u{false, nullptr, len, false, 0, false, nullptr, 0, nullptr};
-    if (len <= G.cfg.eager_size && !G.shadow_free.empty()) {
-        u.data = G.shadow_free.back();
-        G.shadow_free.pop_back();
-        u.pooled = true;
-    } else {
-        std::size_t cap = 0;
-        u.data = big_buffer_get(len, &cap);
-        u.cap = cap;
-        if (!u.data) {  // out of memory: the receive that comes for it fails (length check)
-            u.len = ~0ull;
-            G.unexpected.emplace(k, u);
-            return UCS_OK;
-        }
+    Posted p;
+    switch (take_posted(k, len, &p)) {
+    case Match::Failed: return UCS_OK;
+    case Match::Taken:
+        rndv_pull(data, p.ex, p.v, p.buf, p.len);
+        return UCS_OK;
+    case Match::None: break;
     }
-    if (rndv) {
-        u.pulling = true;
-        G.unexpected.emplace(k, u);
-        auto *e = Recycler<EarlyPull, true>::make(k);
-        if (!e) {
-            G.unexpected.find(k)->second.len = ~0ull;  // fails the receive that comes for it
-            G.unexpected.find(k)->second.pulling = false;
-            return UCS_OK;
-        }
-        ucp_request_param_t p;
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-        p.cb.recv_am = early_done;
-        p.user_data = e;
-        ++cdag_glue_stats.rndv_msgs;
-        ucs_status_ptr_t sp = ucp_am_recv_data_nbx(G.w, data, u.data, len, &p);
-        if (sp == nullptr) early_done(nullptr, UCS_OK, len, e);
-        else if (UCS_PTR_IS_ERR(sp)) early_done(nullptr, UCS_PTR_STATUS(sp), 0, e);
+    /* early: pulled at once into a buffer of ours (EarlyPull) */
+    Unexp *u = park(k, len);
+    if (!u) return UCS_OK;
+    u->pulling = true;
+    auto *e = Recycler<EarlyPull, true>::make(k);
+    if (!e) {
+        u->len = ~0ull;  // fails the receive that comes for it
+        u->pulling = false;
         return UCS_OK;
     }
-    if (len) std::memcpy(u.data, data, len);
-    G.unexpected.emplace(k, u);
+    ucp_request_param_t rp;
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    rp.cb.recv_am = early_done;
+    rp.user_data = e;
+    ++cdag_glue_stats.rndv_msgs;
+    ucs_status_ptr_t sp = ucp_am_recv_data_nbx(G.w, data, u->data, len, &rp);
+    if (sp == nullptr) early_done(nullptr, UCS_OK, len, e);
+    else if (UCS_PTR_IS_ERR(sp)) early_done(nullptr, UCS_PTR_STATUS(sp), 0, e);
     return UCS_OK;
 }
 

@@ -406,7 +406,7 @@ static inline __attribute__((always_inline)) bool ring_send_now(Endpoint *ep, om
                                                                 size_t len)
 {
     constexpr size_t hlen = sizeof(rdrp_eager_hdr_t);
-    char *body = ep->tx.reserve(hlen, len);
+    char *body = ep->node.tx.reserve(hlen, len);
     if (OPAL_UNLIKELY(!body)) return false;
     uint32_t piggy = 0;
     bool gated = credit_gates(ep);
@@ -414,14 +414,14 @@ static inline __attribute__((always_inline)) bool ring_send_now(Endpoint *ep, om
         /* credits to piggyback or none left: the full engine call may send
          * credit packets into this very ring, so the reservation is void */
         if (!credit_take(peer_vpid(ep), &piggy, false)) return false;  /* wait for credit */
-        body = ep->tx.reserve(hlen, len);
+        body = ep->node.tx.reserve(hlen, len);
     }
     uint32_t seq = next_send_seq(comm, dst);
     ++stats.eager_sent;
     if (OPAL_LIKELY(body != nullptr)) {
         fill_eager_hdr(reinterpret_cast<rdrp_eager_hdr_t *>(body), comm, tag, seq, gated, piggy);
         shm::copy_bytes(shm::RingProducer::payload_at(body, hlen, len), data, len);
-        ep->tx.commit(RDRP_AM_EAGER, hlen, len);
+        ep->node.tx.commit(RDRP_AM_EAGER, hlen, len);
         ++*shm_sent_counter;
     } else {
         ring_send_copy(ep, comm, tag, seq, gated, piggy, data, len);  /* the credit packets took the room */

@@ -36,57 +36,25 @@ namespace {
 
 constexpr uint64_t kMagic = 0x314d485350524452ull;  /* "RDRPSHM1" */
 
-/* What a process publishes in the modex, followed by its worker address. */
+/* What a process publishes in the modex: its segment (common/shm/shm_node.h),
+ * followed by its worker address. */
 struct Identity {
-    uint64_t magic;
-    int32_t  pid;
-    int32_t  fd;          /* its segment (-1: no shared-memory transport) */
-    uint32_t jobid;
-    uint32_t local_rank;  /* which ring of a receiver's segment it writes to */
-    uint32_t nlocal;      /* rings in its segment */
-    uint32_t ring_size;
-    uint64_t seg_base;    /* the segment in its own address space (CMA probe) */
-    uint64_t seg_len;
+    shm::NodeIdentity node;
     uint64_t ucx_len;
 };
 
-struct SegmentHeader {
-    uint64_t magic;
-    uint32_t nlocal;
-    uint32_t ring_size;
-    char pad[48];
-};
-static_assert(sizeof(SegmentHeader) == 64, "cache-line header");
-
 struct Local {
-    bool on = false;
-    shm::Segment seg;
     uint32_t nlocal = 0;
     uint32_t local_rank = 0;
     size_t ring_size = 0;
-    std::vector<shm::RingConsumer> rx;  /* ring i: what local rank i sends us */
-    std::vector<Endpoint *> tx_to;      /* i: the ring peer of local rank i (ours to it), if any */
+    shm::NodeSegment seg;               /* our rings: ring i is what local rank i sends us */
     std::vector<Endpoint *> backlogged;
-    unsigned ucx_skip = 0;
-    size_t next_rx = 0;  /* ring polled first by the next pass (rotates after a pass stopped early) */
 };
 Local L;
 
 /* Message handlers by AM id (also registered with UCX). */
 ucp_am_recv_callback_t handlers[RDRP_AM_COUNT];
 ucp_am_recv_param_t ring_param;  /* what a ring message looks like to a handler: eager, no descriptor */
-
-void *ring_at(void *seg_base, size_t ring_size, uint32_t i)
-{
-    return static_cast<char *>(seg_base) + sizeof(SegmentHeader) + static_cast<size_t>(i) * shm::ring_bytes(ring_size);
-}
-
-size_t pow2_at_least(size_t n)
-{
-    size_t p = 4096;
-    while (p < n) p <<= 1;
-    return p;
-}
 
 void dispatch(uint16_t id, const void *hdr, size_t hlen, const void *payload, size_t plen)
 {
@@ -121,15 +89,13 @@ void transport_configure()
     L.nlocal = static_cast<uint32_t>(opal_process_info.num_local_peers) + 1;
     L.local_rank = static_cast<uint32_t>(opal_process_info.my_local_rank);
     size_t floor_msg = std::max(p.eager_limit, p.rndv_first_chunk) + kHeaders;  /* what must always fit */
-    size_t ring = pow2_at_least(std::max(p.shm_ring_size, 4 * (std::max(floor_msg, p.shm_eager_limit + kHeaders))));
-    while (ring > 4 * floor_msg && ring / 2 >= 4 * floor_msg && L.nlocal * shm::ring_bytes(ring) > kSegmentBudget)
-        ring /= 2;
-    L.ring_size = ring;
-    if (p.shm_eager_limit + kHeaders > ring / 4) {
-        size_t lim = ring / 4 > kHeaders ? ring / 4 - kHeaders : 0;
-        RDRP_VERBOSE(1, "%u processes on this node: ring eager limit %zu instead of %zu", L.nlocal, lim,
+    shm::RingSizing rs = shm::size_rings(L.nlocal, p.shm_ring_size, floor_msg, p.shm_eager_limit, kHeaders,
+                                         kSegmentBudget);
+    L.ring_size = rs.ring_size;
+    if (rs.eager_limit != p.shm_eager_limit) {
+        RDRP_VERBOSE(1, "%u processes on this node: ring eager limit %zu instead of %zu", L.nlocal, rs.eager_limit,
                      p.shm_eager_limit);
-        p.shm_eager_limit = lim;
+        p.shm_eager_limit = rs.eager_limit;
     }
 }
 
@@ -137,42 +103,21 @@ bool transport_init(const void *ucx_addr, size_t ucx_addr_len, void **blob, size
 {
     const mca_pml_rdrp_params_t &p = mca_pml_rdrp_params;
     Identity id{};
-    id.magic = kMagic;
-    id.pid = static_cast<int32_t>(getpid());
-    id.fd = -1;
-    id.jobid = OMPI_PROC_MY_NAME->jobid;
-    id.ucx_len = ucx_addr_len;
     ring_param.recv_attr = 0;
     ring_param.reply_ep = nullptr;
     if (p.shm) {
-        size_t len = sizeof(SegmentHeader) + L.nlocal * shm::ring_bytes(L.ring_size);
         std::string err;
-        if (L.local_rank >= L.nlocal || !shm::segment_create(len, &L.seg, &err)) {
-            RDRP_VERBOSE(1, "no shared-memory transport (%s): local peers use UCX",
-                         err.empty() ? "local rank out of range" : err.c_str());
-        } else {
-            auto *h = static_cast<SegmentHeader *>(L.seg.base);
-            h->magic = kMagic;
-            h->nlocal = L.nlocal;
-            h->ring_size = static_cast<uint32_t>(L.ring_size);
-            L.rx.resize(L.nlocal);
-            L.tx_to.assign(L.nlocal, nullptr);
-            for (uint32_t i = 0; i < L.nlocal; ++i) {
-                void *r = ring_at(L.seg.base, L.ring_size, i);
-                shm::ring_init(r, L.ring_size);
-                L.rx[i].attach(r, L.ring_size);
-            }
-            L.on = true;
-            id.fd = L.seg.fd;
-            id.local_rank = L.local_rank;
-            id.nlocal = L.nlocal;
-            id.ring_size = static_cast<uint32_t>(L.ring_size);
-            id.seg_base = reinterpret_cast<uint64_t>(L.seg.base);
-            id.seg_len = len;
+        if (!L.seg.create(kMagic, "rdrp-pml-shm", OMPI_PROC_MY_NAME->jobid, L.nlocal, L.local_rank, L.ring_size,
+                          &err))
+            RDRP_VERBOSE(1, "no shared-memory transport (%s): local peers use UCX", err.c_str());
+        else
             RDRP_VERBOSE(2, "shared memory: %u rings of %zu bytes (local rank %u)", L.nlocal, L.ring_size,
                          L.local_rank);
-        }
     }
+    id.node = L.seg.identity();
+    id.node.magic = kMagic;
+    id.node.jobid = OMPI_PROC_MY_NAME->jobid;
+    id.ucx_len = ucx_addr_len;
     *blob_len = sizeof(id) + ucx_addr_len;
     char *b = static_cast<char *>(malloc(*blob_len));
     if (!b) return false;
@@ -186,11 +131,7 @@ void transport_fini()
 {
     L.backlogged.clear();
     transport_backlog = 0;
-    L.rx.clear();
-    L.next_rx = 0;
-    L.tx_to.clear();
-    if (L.on) shm::segment_release(&L.seg);
-    L.on = false;
+    L.seg.release();
 }
 
 int transport_peer_pid(const void *blob, size_t len)
@@ -198,7 +139,7 @@ int transport_peer_pid(const void *blob, size_t len)
     Identity id;
     if (len < sizeof(id)) return 0;
     std::memcpy(&id, blob, sizeof(id));
-    return id.magic == kMagic ? id.pid : 0;
+    return id.node.magic == kMagic ? id.node.pid : 0;
 }
 
 Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
@@ -209,7 +150,7 @@ Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
         return nullptr;
     }
     std::memcpy(&id, blob, sizeof(id));
-    if (id.magic != kMagic || id.ucx_len != len - sizeof(id)) {
+    if (id.node.magic != kMagic || id.ucx_len != len - sizeof(id)) {
         fatal_connect(proc, "(its rdrp address is malformed: does that process run pml/rdrp of this version?)");
         return nullptr;
     }
@@ -218,34 +159,18 @@ Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
     ep->remote = !OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags);
     ep->proc = proc;
     ep->ep = nullptr;
-    ep->pid = id.pid;
+    ep->pid = id.node.pid;
     ep->ucx_addr.assign(static_cast<const char *>(blob) + sizeof(id), static_cast<const char *>(blob) + len);
 
     bool self = proc == ompi_proc_local_proc;
-    if (L.on && !ep->remote && id.fd >= 0 && id.jobid == OMPI_PROC_MY_NAME->jobid &&
-        L.local_rank < id.nlocal) {
-        void *base = nullptr;
-        if (self) {
-            base = L.seg.base;
-        } else {
-            shm::Segment s;
-            std::string err;
-            if (shm::segment_attach(id.pid, id.fd, id.seg_len, &s, &err)) {
-                base = s.base;
-                ep->seg_base = s.base;
-                ep->seg_len = s.len;
-            } else {
-                RDRP_VERBOSE(1, "peer %s: cannot map its segment (%s): UCX instead",
-                             OPAL_NAME_PRINT(proc->super.proc_name), err.c_str());
-            }
-        }
-        if (base && static_cast<SegmentHeader *>(base)->magic == kMagic) {
-            ep->tx.attach(ring_at(base, id.ring_size, L.local_rank), id.ring_size);
+    if (L.seg.on() && !ep->remote && id.node.fd >= 0) {
+        std::string err;
+        if (L.seg.connect(id.node, self, &ep->node, &err)) {
             ep->shm = true;
-            if (id.local_rank < L.tx_to.size()) L.tx_to[id.local_rank] = ep;
-            /* single copy needs ptrace-like permission: try it on the header */
-            uint64_t magic = 0;
-            ep->cma = shm::cma_read(id.pid, &magic, id.seg_base, sizeof(magic)) == 0 && magic == kMagic;
+            ep->cma = ep->node.cma;
+        } else {
+            RDRP_VERBOSE(1, "peer %s: no ring to it (%s): UCX instead", OPAL_NAME_PRINT(proc->super.proc_name),
+                         err.c_str());
         }
     }
     const mca_pml_rdrp_params_t &p = mca_pml_rdrp_params;
@@ -282,14 +207,7 @@ void transport_disconnect(Endpoint *ep)
         ep->backlog.clear();
         L.backlogged.erase(std::remove(L.backlogged.begin(), L.backlogged.end(), ep), L.backlogged.end());
     }
-    if (ep->seg_base) {
-        shm::Segment s;
-        s.base = ep->seg_base;
-        s.len = ep->seg_len;
-        shm::segment_release(&s);
-        ep->seg_base = nullptr;
-    }
-    std::replace(L.tx_to.begin(), L.tx_to.end(), ep, static_cast<Endpoint *>(nullptr));
+    if (ep->shm) L.seg.disconnect(&ep->node);
     ep->shm = false;
 }
 
@@ -359,7 +277,7 @@ int transport_progress()
             Endpoint *ep = L.backlogged[i];
             while (!ep->backlog.empty()) {
                 TxPending m = ep->backlog.front();
-                if (!ep->tx.push(static_cast<uint16_t>(m.id), m.hdr, m.hlen, m.payload, m.plen)) break;
+                if (!ep->node.tx.push(static_cast<uint16_t>(m.id), m.hdr, m.hlen, m.payload, m.plen)) break;
                 ep->backlog.pop_front();
                 --transport_backlog;
                 ++n;
@@ -381,29 +299,18 @@ int transport_progress()
      * unexpected inside the barrier's last poll, each paying a descriptor,
      * a mailbox credit and a second match; left in the ring they meet
      * their posted receives (the fast path in eager_arrival).  The next
-     * pass starts at the following ring, so a busy ring cannot starve the
-     * others. */
-    const size_t nr = L.rx.size();
+     * pass starts at the following ring (shm_node.h), so a busy ring
+     * cannot starve the others. */
     const uint64_t done = g.completions;
-    for (size_t k = 0; k < nr; ++k) {
-        size_t i = L.next_rx + k;
-        if (i >= nr) i -= nr;
-        shm::RingConsumer &r = L.rx[i];
-        unsigned got = r.poll([done](uint16_t id, const void *hdr, size_t hlen, const void *payload, size_t plen) {
+    n += static_cast<int>(L.seg.poll(
+        [done](uint16_t id, const void *hdr, size_t hlen, const void *payload, size_t plen) {
             dispatch(id, hdr, hlen, payload, plen);
             return g.completions != done;
-        });
-        if (OPAL_UNLIKELY(r.error() != nullptr))  /* a malformed entry: nothing of it was used */
-            bad_header(r.error(), static_cast<uint64_t>(i));
-        /* the peer just talked to us, so it is progressing: it has likely
-         * taken all we sent, and our ring to it may rewind (shm_ring.h) */
-        if (got && L.tx_to[i]) L.tx_to[i]->tx.hint_drained();
-        n += static_cast<int>(got);
-        if (g.completions != done) {
-            L.next_rx = i + 1 < nr ? i + 1 : 0;
-            break;
-        }
-    }
+        },
+        [](const char *why, uint32_t ring) {
+            bad_header(why, static_cast<uint64_t>(ring));  /* a malformed entry: nothing of it was used */
+        },
+        [done] { return g.completions != done; }));
     return n;
 }
 

@@ -30,7 +30,7 @@
 
 #include <ucp/api/ucp.h>
 
-#include "common/shm/shm_ring.h"
+#include "common/shm/shm_node.h"
 
 namespace rdrp {
 
@@ -63,9 +63,7 @@ struct Endpoint {
     bool         shm = false;  /* messages go through our ring in the peer's segment */
     bool         cma = false;  /* single-copy reads/writes of the peer's memory work */
     int          pid = 0;
-    shm::RingProducer tx;
-    void        *seg_base = nullptr;  /* the peer's segment mapped here (not for ourselves) */
-    size_t       seg_len = 0;
+    shm::NodePeer node;               /* our ring in the peer's segment (common/shm/shm_node.h) */
     std::deque<TxPending> backlog;    /* messages waiting for ring room, in order */
     std::vector<char> ucx_addr;       /* the peer's worker address, for a late UCX connect */
 };
@@ -84,7 +82,7 @@ inline int am_send(Endpoint *ep, unsigned id, const void *hdr, size_t hlen, cons
 {
     /* the common case, inline: a ring peer with room */
     if (__builtin_expect(ep->shm && !(flags & UCP_AM_SEND_FLAG_RNDV) && ep->backlog.empty(), 1) &&
-        ep->tx.push(static_cast<uint16_t>(id), hdr, hlen, payload, plen)) {
+        ep->node.tx.push(static_cast<uint16_t>(id), hdr, hlen, payload, plen)) {
         ++*shm_sent_counter;
         return TX_DONE;
     }
@@ -96,7 +94,7 @@ inline int am_send(Endpoint *ep, unsigned id, const void *hdr, size_t hlen, cons
  * caller may keep its header on its stack (the blocking-send path). */
 inline bool am_can_send_now(Endpoint *ep, size_t hlen, size_t plen)
 {
-    return ep->shm && ep->backlog.empty() && ep->tx.has_room(hlen, plen);
+    return ep->shm && ep->backlog.empty() && ep->node.tx.has_room(hlen, plen);
 }
 
 /* The handler of message `id` when it comes through a ring (the same

@@ -12,9 +12,9 @@
 
 namespace rdrp::shm {
 
-bool segment_create(size_t len, Segment *out, std::string *err)
+bool segment_create(size_t len, Segment *out, std::string *err, const char *name)
 {
-    int fd = memfd_create("rdrp-shm", MFD_CLOEXEC);
+    int fd = memfd_create(name, MFD_CLOEXEC);
     if (fd < 0) {
         *err = std::string("memfd_create: ") + strerror(errno);
         return false;

@@ -28,8 +28,9 @@ struct Segment {
     int fd = -1;  /* the creator keeps it open: peers map it through /proc */
 };
 
-/* A zeroed segment of len bytes.  false with a reason in *err. */
-bool segment_create(size_t len, Segment *out, std::string *err);
+/* A zeroed segment of len bytes; name is the memfd's (what /proc/<pid>/fd
+ * shows, never a file).  false with a reason in *err. */
+bool segment_create(size_t len, Segment *out, std::string *err, const char *name = "rdrp-shm");
 /* Map segment fd of process pid.  false with a reason in *err. */
 bool segment_attach(int pid, int fd, size_t len, Segment *out, std::string *err);
 /* Unmap (and close, for the creator). */
