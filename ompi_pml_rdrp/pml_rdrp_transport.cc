@@ -309,8 +309,7 @@ int transport_progress()
         },
         [](const char *why, uint32_t ring) {
             bad_header(why, static_cast<uint64_t>(ring));  /* a malformed entry: nothing of it was used */
-        },
-        [done] { return g.completions != done; }));
+        }));
     return n;
 }
 

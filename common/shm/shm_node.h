@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "shm_ring.h"
@@ -83,32 +84,31 @@ public:
     /* Every ring, in order: fn(id, hdr, hlen, payload, plen) per
      * message; bad(reason, ring) for a ring stopped by a malformed entry
      * (nothing of that entry was used).  A ring whose sender talked to us
-     * hints our ring to it (shm_ring.h: it may rewind).  Returns messages
-     * handed out. */
+     * hints our ring to it (shm_ring.h: it may rewind).  If fn returns
+     * bool, true ends the pass after that message (a caller that wants a
+     * completion handled before the messages behind it): the rest wait in
+     * their ring, and the next pass starts at the following ring, so a
+     * busy ring cannot starve the others.  Returns messages handed out. */
     template <class Fn, class Bad>
     unsigned poll(Fn &&fn, Bad &&bad)
     {
-        return poll(fn, bad, [] { return false; });
-    }
-    /* poll() whose pass ends after a ring's batch once stop() is true (a
-     * caller that wants its completion handled before the messages behind
-     * it); the next pass then starts at the following ring, so a busy ring
-     * cannot starve the others.  With stop() never true the order is
-     * poll()'s. */
-    template <class Fn, class Bad, class Stop>
-    unsigned poll(Fn &&fn, Bad &&bad, Stop &&stop)
-    {
+        using R = std::invoke_result_t<Fn &, uint16_t, const char *, size_t, const char *, size_t>;
+        bool stopped = false;
+        auto each = [&](uint16_t id, const char *hdr, size_t hlen, const char *payload, size_t plen) {
+            if constexpr (std::is_same_v<R, bool>) return stopped = fn(id, hdr, hlen, payload, plen);
+            else fn(id, hdr, hlen, payload, plen);
+        };
         unsigned n = 0;
         const size_t nr = rx_.size();
         for (size_t k = 0; k < nr; ++k) {
             size_t i = next_rx_ + k;
             if (i >= nr) i -= nr;
             RingConsumer &r = rx_[i];
-            unsigned got = r.poll(fn);
+            unsigned got = r.poll(each);
             if (__builtin_expect(r.error() != nullptr, 0)) bad(r.error(), static_cast<uint32_t>(i));
             if (got && tx_to_[i]) tx_to_[i]->hint_drained();
             n += got;
-            if (stop()) {
+            if (stopped) {
                 next_rx_ = i + 1 < nr ? i + 1 : 0;
                 break;
             }
