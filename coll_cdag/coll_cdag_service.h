@@ -197,7 +197,7 @@ struct Lock {
 
 /* coll_cdag_transport.cc */
 void deliver_eager(const Key &k, const void *data, uint64_t len);  /* an arrival's bytes, at once */
-void send_complete(Comm *c, cdag::Executor *ex, cdag::VertexId v, uint32_t tokens);  /* a send left */
+void send_complete(Comm *c, cdag::Executor *ex, cdag::VertexId v, uint32_t tokens, int status = 0);  /* a send left */
 ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_t len,
                    const ucp_am_recv_param_t *param);
 void throttle_progress();              /* queued sends, token caches */

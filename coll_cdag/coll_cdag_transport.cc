@@ -51,11 +51,13 @@ void unadmit(Comm *c, uint32_t tokens)
     if (c->pool) cdag_throttle_release(c->pool, tokens);
 }
 
-/* A send left (the ring took it): the tokens go back, the vertex completes. */
-void send_complete(Comm *c, cdag::Executor *ex, cdag::VertexId v, uint32_t tokens)
+/* A send left (UCX completed it, or the ring took it; status non-zero:
+ * it failed): the tokens go back and the vertex completes or fails. */
+void send_complete(Comm *c, cdag::Executor *ex, cdag::VertexId v, uint32_t tokens, int status)
 {
     if (G.throttling) unadmit(c, tokens);
-    ex->complete(v);
+    if (status == 0) ex->complete(v);
+    else ex->fail(v, status);
     if (G.throttling && !G.pending.empty()) drain_pending();
 }
 
@@ -64,13 +66,11 @@ void send_done(void *request, ucs_status_t status, void *user_data)
     auto *s = static_cast<SendCtx *>(user_data);
     if (request) ucp_request_free(request);
     Comm *c = s->c;
-    if (G.throttling) unadmit(c, s->tokens);
     cdag::Executor *ex = s->ex;
     cdag::VertexId v = s->v;
+    uint32_t tokens = s->tokens;
     Recycler<SendCtx>::done(s);  // before completing: the completion may post the next send
-    if (status == UCS_OK) ex->complete(v);
-    else ex->fail(v, static_cast<int>(status));
-    if (G.throttling && !G.pending.empty()) drain_pending();
+    send_complete(c, ex, v, tokens, status == UCS_OK ? 0 : static_cast<int>(status));
 }
 
 int send_now(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id,
