@@ -5,6 +5,7 @@
  */
 #include "opal_config.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,9 +119,27 @@ static const char *help_with_range(const char *name, const char *help)
     return rdrp_param_help(param_rules, N_RULES, "btl_credit_", name, help, buf, sizeof(buf));
 }
 
+/* A help message rendered here and written to our own stderr at once, for
+ * a message right before the process ends: the daemon reads stderr from a
+ * pipe whatever happens next, while a show_help forwarded to mpirun is sent
+ * after the call returns and is lost or cut when the process ends at once
+ * (test/cluster fault linkdown-ob1-credit: mpirun printed "ORTE_ERROR_LOG:
+ * Out of resource in show_help.c" and only ob1's "btl/credit" line
+ * remained).  detail is printed instead if the help text is missing. */
+static void help_to_stderr(const char *topic, const char *detail, ...)
+{
+    va_list ap;
+    va_start(ap, detail);
+    char *text = opal_show_help_vstring("btl_credit_help.txt", topic, true, ap);
+    va_end(ap);
+    if (text) fputs(text, stderr);
+    else fprintf(stderr, "btl/credit on %s: %s: %s\n", opal_process_info.nodename, topic, detail);
+    fflush(stderr);
+    free(text);
+}
+
 /* Every value in its range?  If not: one message naming the parameter,
- * written to our own stderr (a forwarded show_help is lost about half the
- * time when the process ends right after it), and the end of the job. */
+ * written to our own stderr (help_to_stderr), and the end of the job. */
 static void check_params(void)
 {
     size_t packet = mca_btl_credit_params.slot_size > MCA_BTL_CREDIT_HDR_SIZE
@@ -128,16 +147,9 @@ static void check_params(void)
     param_rules[RULE_EAGER].uhi = param_rules[RULE_RNDV_EAGER].uhi = param_rules[RULE_MAX_SEND].uhi = packet;
     rdrp_param_error_t err;
     if (rdrp_param_check(param_rules, N_RULES, "OMPI_MCA_", &err) < 0) return;
-    char *msg = opal_show_help_string("btl_credit_help.txt", "bad-value", true, opal_process_info.nodename,
-                                      err.name, err.value, err.valid);
-    if (msg) {
-        fprintf(stderr, "%s", msg);
-        free(msg);
-    } else {
-        fprintf(stderr, "btl/credit on %s: %s = %s (valid: %s)\n", opal_process_info.nodename, err.name,
-                err.value, err.valid);
-    }
-    fflush(stderr);
+    char detail[512];
+    snprintf(detail, sizeof(detail), "%s = %s (valid: %s)", err.name, err.value, err.valid);
+    help_to_stderr("bad-value", detail, opal_process_info.nodename, err.name, err.value, err.valid);
     /* the btl list names credit: running on without it (or over another
      * btl) is not what was asked for */
     if (opal_pmix.abort) (void)opal_pmix.abort(1, "btl/credit: MCA parameter out of range", NULL);
@@ -444,19 +456,9 @@ void mca_btl_credit_show_help(const char *topic, const char *arg1, const char *a
                    arg1 ? arg1 : "", arg2 ? arg2 : "");
 }
 
-/* Before an abort the message is rendered here and written to our own
- * stderr, which the daemon reads from a pipe whatever happens next: a
- * show_help forwarded to mpirun is sent after the call returns and is lost
- * or cut when the process aborts at once (test/cluster fault
- * linkdown-ob1-credit: mpirun printed "ORTE_ERROR_LOG: Out of resource in
- * show_help.c" and only ob1's "btl/credit" line remained). */
 void mca_btl_credit_show_help_fatal(const char *topic, const char *arg1, const char *arg2)
 {
-    char *text = opal_show_help_string("btl_credit_help.txt", topic, true, opal_process_info.nodename,
-                                       arg1 ? arg1 : "", arg2 ? arg2 : "");
-    if (text) fputs(text, stderr);
-    else fprintf(stderr, "btl/credit on %s: %s: %s %s\n", opal_process_info.nodename, topic,
-                 arg1 ? arg1 : "", arg2 ? arg2 : "");
-    fflush(stderr);
-    free(text);
+    char detail[512];
+    snprintf(detail, sizeof(detail), "%s %s", arg1 ? arg1 : "", arg2 ? arg2 : "");
+    help_to_stderr(topic, detail, opal_process_info.nodename, arg1 ? arg1 : "", arg2 ? arg2 : "");
 }
