@@ -413,6 +413,8 @@ static void register_pvars(void)
              &k->shm_sent);
     reg_pvar("shm_backlogged", "Ring messages that had to wait for room in the peer's ring", MCA_BASE_PVAR_CLASS_COUNTER,
              &k->shm_backlogged);
+    reg_pvar("shm_passes", "Poll passes that took messages from the shared-memory rings (a pass ends after the "
+             "message whose completion ends the caller's wait)", MCA_BASE_PVAR_CLASS_COUNTER, &k->shm_passes);
     reg_pvar("ucx_sent", "Messages sent as UCX active messages", MCA_BASE_PVAR_CLASS_COUNTER, &k->ucx_sent);
     reg_pvar("throttled", "Sends that waited for admission (pml_rdrp_throttle)", MCA_BASE_PVAR_CLASS_COUNTER,
              &k->throttled);

@@ -214,8 +214,9 @@ struct State {
     bool               blocking_busy = false;
     bool               in_progress = false;  /* polling rings or the worker: callbacks must not progress */
     unsigned           ucx_skip = 0;          /* progress passes since UCX was last polled (idle UCX) */
-    uint64_t           completions = 0;       /* requests completed for a caller (req_complete): a ring
-                                                 poll stops after the message that completed one */
+    uint64_t           wakeups = 0;           /* completions that hand control back to the caller (the
+                                                 end of its wait, or a request nobody waits on): a
+                                                 ring poll pass stops after the message that made one */
 };
 extern State g;
 

@@ -291,9 +291,10 @@ int transport_progress()
             }
         }
     }
-    /* A pass ends after the message that completed a request: the caller
-     * gets its completion at once, and the messages behind it wait in the
-     * ring until the caller has posted what it does next.  A sender that
+    /* A pass ends after the message whose completion ends the caller's
+     * wait (req_complete: ends_a_wait): the caller gets it at once, and
+     * the messages behind it wait in the ring until the caller has posted
+     * what it does next.  A sender that
      * streams right after a barrier or an ack (osu_mbw_mr: a window of 64
      * sends after each MPI_Barrier) otherwise had all 64 taken as
      * unexpected inside the barrier's last poll, each paying a descriptor,
@@ -301,16 +302,17 @@ int transport_progress()
      * their posted receives (the fast path in eager_arrival).  The next
      * pass starts at the following ring (shm_node.h), so a busy ring
      * cannot starve the others. */
-    const uint64_t done = g.completions;
-    n += static_cast<int>(L.seg.poll(
+    const uint64_t done = g.wakeups;
+    unsigned got = L.seg.poll(
         [done](uint16_t id, const void *hdr, size_t hlen, const void *payload, size_t plen) {
             dispatch(id, hdr, hlen, payload, plen);
-            return g.completions != done;
+            return g.wakeups != done;
         },
         [](const char *why, uint32_t ring) {
             bad_header(why, static_cast<uint64_t>(ring));  /* a malformed entry: nothing of it was used */
-        }));
-    return n;
+        });
+    if (got) ++stats.shm_passes;
+    return n + static_cast<int>(got);
 }
 
 }  // namespace rdrp

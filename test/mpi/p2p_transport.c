@@ -7,6 +7,8 @@
  *  - a burst of eager messages to a receiver that sleeps outside MPI
  *    overfills the ring (with pml_rdrp_credit 0): messages wait in the sender's backlog and still
  *    arrive complete and in order;
+ *  - a window of 64 posted receives waited for together (MPI_Waitall) is
+ *    taken from the ring in a few poll passes, not one per message;
  * MPITEST_EXPECT_SHM=1 (pml/rdrp's default on one node): every message
  * went through a shared-memory ring (pml_rdrp_ucx_sent stays 0), some had
  * to wait for ring room, and large messages moved by CMA.
@@ -78,6 +80,44 @@ int main(int argc, char **argv)
             free(b);
         }
     }
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+
+    mt_section("a window of posted receives, waited for together");
+    /* The receiver posts WINDOW receives and sleeps outside MPI while the
+     * sender's eager messages land in the ring; one MPI_Waitall then takes
+     * them.  Only the last completion ends the waitall, so a ring pass
+     * must not stop at the others: with the ring, the window is taken in
+     * a few passes (pml_rdrp_shm_passes), not one pass per message. */
+    pvar_t passes;
+    pvar_open(&passes, "pml_rdrp_shm_passes");
+    if (expect >= 0) CHECK(passes.ok, "pml_rdrp_shm_passes missing");
+    if (mt_size >= 2 && mt_rank < 2) {
+        enum { WINDOW = 64, WSIZE = 40 };
+        char *b = mt_malloc((size_t)WINDOW * WSIZE);
+        MPI_Request rq[WINDOW];
+        if (mt_rank == 0) {
+            for (int i = 0; i < WINDOW; i++) {
+                mt_fill(b + (size_t)i * WSIZE, WSIZE, 0, 60, i);
+                CHECK_MPI(MPI_Isend(b + (size_t)i * WSIZE, WSIZE, MPI_BYTE, 1, 60, MPI_COMM_WORLD, &rq[i]));
+            }
+            CHECK_MPI(MPI_Waitall(WINDOW, rq, MPI_STATUSES_IGNORE));
+        } else {
+            for (int i = 0; i < WINDOW; i++)
+                CHECK_MPI(MPI_Irecv(b + (size_t)i * WSIZE, WSIZE, MPI_BYTE, 0, 60, MPI_COMM_WORLD, &rq[i]));
+            mt_sleep_ms(300);  /* no MPI call: the window arrives in the ring */
+            unsigned long p0 = pvar_read(&passes);
+            CHECK_MPI(MPI_Waitall(WINDOW, rq, MPI_STATUSES_IGNORE));
+            unsigned long np = pvar_read(&passes) - p0;
+            for (int i = 0; i < WINDOW; i++)
+                CHECK_BUF(b + (size_t)i * WSIZE, WSIZE, 0, 60, i, "window message %d", i);
+            if (expect == 1)
+                CHECK(np >= 1 && np <= WINDOW / 8, "a window of %d receives took %lu ring passes", WINDOW, np);
+            else if (expect == 0)
+                CHECK(np == 0, "%lu ring passes with the shared-memory transport off", np);
+        }
+        free(b);
+    }
+    pvar_close(&passes);
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
     if (expect >= 0) {
