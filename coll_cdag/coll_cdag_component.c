@@ -333,6 +333,13 @@ static void register_pvars(void)
              "(coll_cdag_ring; the others went by UCX)", &cdag_glue_stats.ring_sent);
     reg_pvar("ring_backlogged", "Ring messages that found the peer's ring full and waited, in order, "
              "for room (pushed later by progress)", &cdag_glue_stats.ring_backlogged);
+    reg_pvar("thread_starts", "Nonblocking runs the engine thread started (thread progress: the application's "
+             "start call only hands the run over, so it leaves MPI at once)", &cdag_glue_stats.thread_starts);
+    reg_pvar("host_starts", "Nonblocking runs handed to the engine thread that the application's own progress "
+             "started because it came first (a test or wait right after the start)", &cdag_glue_stats.host_starts);
+    reg_pvar("rndv_held", "Rendezvous messages that arrived before their receive and were left unpulled until "
+             "it was posted (no pre-made early-arrival buffer was free): a sender that runs ahead waits "
+             "instead of making this process allocate and fault in fresh memory", &cdag_glue_stats.rndv_held);
 }
 
 /* A ring of ours was stopped by a malformed entry (cfg.ring_fatal): the

@@ -85,6 +85,9 @@ typedef struct cdag_glue_stats {
     uint64_t plans_evicted;    /* plans dropped from a full cache (least recently used first) */
     uint64_t ring_sent;        /* schedule messages that went through a shared-memory ring (peers on this node) */
     uint64_t ring_backlogged;  /* ring messages that waited for room in a full ring (sent later from progress) */
+    uint64_t thread_starts;    /* engine thread: nonblocking runs it started (the application's start only queued them) */
+    uint64_t host_starts;      /* queued nonblocking runs the application's progress started (it came first) */
+    uint64_t rndv_held;        /* rendezvous arrivals held unpulled until their receive was posted (no early buffer free) */
 } cdag_glue_stats_t;
 extern cdag_glue_stats_t cdag_glue_stats;
 
@@ -155,7 +158,10 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
 int  cdag_glue_op_explain(const cdag_glue_op_t *op, char *buf, size_t len);
 /* nonblocking: the application may leave MPI while it runs (nonblocking
  * and persistent starts), so under thread progress the engine thread
- * carries it; a blocking call drives its run itself. */
+ * carries it: the call only queues the run, the engine (or the
+ * application's next progress, whichever comes first) starts it, and an
+ * error of that start is the run's (cdag_glue_op_test); a blocking call
+ * drives its run itself. */
 int  cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf, int nonblocking);
 /* 1 done, 0 running, < 0 failed */
 int  cdag_glue_op_test(cdag_glue_op_t *op);

@@ -94,6 +94,7 @@ int cdag_glue_init(const cdag_glue_config_t *config)
         if (!ring_setup(&err)) G.ring_limit = 0;
     }
     G.running.reserve(64);
+    G.to_start.reserve(64);
     G.up = true;
     /* the engine thread starts with the first collective, once MPI_Init is
      * over: nothing to progress before, and start-up stays single-threaded */
@@ -487,6 +488,10 @@ static void uncount(cdag_glue_op_t *op)
         *it = r.back();
         r.pop_back();
     }
+    if (op->queued) {  // freed before anybody started it
+        op->queued = false;
+        G.to_start.erase(std::find(G.to_start.begin(), G.to_start.end(), op));
+    }
 }
 
 int cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf, int nonblocking)
@@ -495,34 +500,37 @@ int cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf, i
      * only carries runs the application leaves MPI with */
     bool engine = nonblocking && G.cfg.thread;
     if (engine && ensure_engine_thread() != 0) return -1;
-    int rc;
-    bool wake = false;
-    {
-        Lock l;
-        ++cdag_glue_stats.runs;
-        /* under the engine, the start only posts: initial local copies
-         * (the own block) are the engine's, run while the application is
-         * away (run_local_ops) */
-        rc = engine ? op->ex->start_deferred(sendbuf, recvbuf) : op->ex->start(sendbuf, recvbuf);
-        if (engine && rc == 0 && !op->ex->done()) {
+    if (engine) {
+        /* handed over whole: the engine (or the application's next
+         * progress) starts it (start_queued), so the application leaves
+         * MPI at once */
+        {
+            Lock l;
+            if (!op->ex->done() || op->queued) return -1;  // still running: the caller's state machine broke
+            ++cdag_glue_stats.runs;
+            op->queued = true;
+            op->q_sbuf = sendbuf;
+            op->q_rbuf = recvbuf;
+            G.to_start.push_back(op);
             op->counted = true;
             G.running.push_back(op);
             ++G.active_runs;
-            wake = true;
         }
+        /* not op->counted here: once the lock is dropped the engine thread may
+         * reap the run and clear it (a data race ThreadSanitizer reported in
+         * mt_coll_threads with the engine thread) */
+        wake_engine();
+        return 0;
     }
-    /* not op->counted here: once the lock is dropped the engine thread may
-     * reap the run and clear it (a data race ThreadSanitizer reported in
-     * mt_coll_threads with the engine thread) */
-    if (wake) wake_engine();
-    return rc;
+    Lock l;
+    ++cdag_glue_stats.runs;
+    return op->ex->start(sendbuf, recvbuf);
 }
 
 int cdag_glue_op_test(cdag_glue_op_t *op)
 {
     Lock l;
-    /* the application is in MPI before the engine ran the start's copies */
-    if (op->ex->has_deferred()) cdag_glue_stats.host_local_ops += op->ex->run_deferred();
+    if (op->queued) start_queued(false);  // the application is in MPI before the engine started it
     if (!op->ex->done()) return 0;
     uncount(op);
     return op->ex->error() ? (op->ex->error() < 0 ? op->ex->error() : -op->ex->error()) : 1;

@@ -121,6 +121,7 @@ struct NodeAlloc {
 /* Buffers for early rendezvous arrivals (larger than a shadow buffer):
  * the last few freed are kept and handed out again for sizes they fit. */
 void *big_buffer_get(std::size_t len, std::size_t *cap);
+bool big_buffer_kept(std::size_t len);  /* a kept one fits len: big_buffer_get allocates nothing */
 void big_buffer_put(void *p, std::size_t cap);
 void big_buffers_release();
 

@@ -77,8 +77,8 @@ struct Posted {
 };
 
 struct Unexp {
-    bool rndv;       // UCX rendezvous descriptor not pulled yet (not used: see am_cb)
-    void *data;      // our copy (or, while pulling, its destination)
+    bool rndv;       // held: data is UCX's rendezvous descriptor, pulled when the receive is posted (am_cb)
+    void *data;      // our copy (or, while pulling, its destination; or the held descriptor)
     uint64_t len;
     bool pooled;     // the copy lives in a shadow buffer (else in a big buffer of capacity cap)
     uint64_t cap;
@@ -128,6 +128,9 @@ struct cdag_glue_comm {
 
 struct cdag_glue_op {
     bool counted = false;  // in Global::active_runs
+    bool queued = false;   // in Global::to_start: handed to the engine, not started yet
+    const void *q_sbuf = nullptr;  // the queued run's buffers
+    void *q_rbuf = nullptr;
     bool reusable = false; // goes to its communicator's spares when freed
     cdag::PlanKey key;     // the call it was built for (v-variants: with counts and displacements)
     cdag_glue_comm *c;
@@ -161,6 +164,7 @@ struct Global {
     std::atomic<bool> thread_running{false};
     std::atomic<int> active_runs{0};  // nonblocking runs started and not yet seen done: the engine drives
     std::vector<::cdag_glue_op *> running;  // those runs (the engine reaps the finished ones)
+    std::vector<::cdag_glue_op *> to_start; // of those, the ones not started yet, in start order
     std::atomic<uint64_t> app_calls{0};     // application progress calls: it is inside MPI and drives
     std::mutex idle_mu;                     // the engine's sleep while nothing runs
     std::condition_variable idle_cv;
@@ -201,7 +205,7 @@ void send_complete(Comm *c, cdag::Executor *ex, cdag::VertexId v, uint32_t token
 ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_t len,
                    const ucp_am_recv_param_t *param);
 void throttle_progress();              /* queued sends, token caches */
-void shadow_release(const Unexp &u);   /* an early arrival's copy goes back */
+void shadow_release(const Unexp &u);   /* an early arrival's copy goes back (a held one's descriptor to UCX) */
 
 /* coll_cdag_ring.cc */
 struct RingPending {
@@ -230,6 +234,7 @@ void ring_forget(const cdag::Executor *ex);  /* a freed run's messages still wai
 
 /* coll_cdag_engine_thread.cc */
 int ensure_engine_thread();            /* configured thread progress: start on first use */
+void start_queued(bool by_engine);     /* start the runs in to_start, in order (under the lock) */
 void wake_engine();                    /* a nonblocking run was counted in active_runs */
 
 }  // namespace cdag_svc

@@ -5,8 +5,9 @@
  * UCX picks eager or its own rendezvous by size: a rendezvous arrival
  * whose receive is posted is pulled straight into the destination (zero
  * copy, RTS then GET inside UCX); one that arrives first is pulled at once
- * into a buffer of ours.  Small arrivals that come first are copied into
- * pre-allocated shadow buffers.
+ * into a buffer of ours made beforehand (reserve_for), or, when none is
+ * free, held unpulled until its receive is posted (am_cb).  Small arrivals
+ * that come first are copied into pre-allocated shadow buffers.
  *
  * Every send of every schedule leaves through inject(): the one place
  * where admission control (token throttling) sits.  After admission, a
@@ -199,7 +200,8 @@ void rndv_pull(void *desc, cdag::Executor *ex, cdag::VertexId v, char *buf, uint
 
 void shadow_release(const Unexp &u)
 {
-    if (u.pooled) G.shadow_free.push_back(static_cast<char *>(u.data));
+    if (u.rndv) ucp_am_data_release(G.w, u.data);
+    else if (u.pooled) G.shadow_free.push_back(static_cast<char *>(u.data));
     else big_buffer_put(u.data, u.cap);
 }
 
@@ -224,6 +226,14 @@ static std::size_t big_class(std::size_t len)
     std::size_t c = 4096;
     while (c < len) c *= 2;
     return c;
+}
+
+bool big_buffer_kept(std::size_t len)
+{
+    std::size_t want = big_class(len);
+    for (int i = 0; i < big_n; ++i)
+        if (big_kept[i].cap == want) return true;
+    return false;
 }
 
 void *big_buffer_get(std::size_t len, std::size_t *cap)
@@ -302,6 +312,12 @@ int Tr::post_recv(cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::Ms
         return 0;
     }
     Unexp &u = it->second;
+    if (u.rndv && u.len == len) {  // held: pulled now, straight into place
+        void *desc = u.data;
+        G.unexpected.erase(it);
+        rndv_pull(desc, &ex, v, static_cast<char *>(buf), len);
+        return 0;
+    }
     if (u.len != len) {  // a schedule bug or a corrupted header: never overrun buf
         if (u.pulling) {
             u.wait_ex = nullptr;
@@ -409,7 +425,32 @@ ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_
         return UCS_OK;
     case Match::None: break;
     }
-    /* early: pulled at once into a buffer of ours (EarlyPull) */
+    /* Early: pulled at once into a buffer of ours (EarlyPull), so the
+     * sender completes, if one made beforehand is free (reserve_for: two
+     * per receive of each plan).  Else held: the sender's send completes
+     * when our receive is posted and pulls it straight into place.  A
+     * sender that runs ahead (a root in a loop of ibcasts, whose sends
+     * complete at each early pull) otherwise made this process allocate
+     * a fresh buffer per message past the kept ones (an early pull of 1
+     * MiB took 2.2-2.6 ms inside one ucp_worker_progress, traced at np 2:
+     * the first touch of fresh memory costs 15-20 ms per MiB on this
+     * guest, and the runs of the lock holder stall everything behind
+     * it).  Holding is deadlock-free: validate_set() checks every schedule
+     * with a message as one event of its send and its receive, what a
+     * rendezvous that waits for the receive is.  Under token throttling
+     * a send holds tokens until it completes, so there early arrivals are
+     * always pulled (allocating if they must): a send's completion never
+     * waits for the receiver's schedule. */
+    if (!G.throttling && !(len <= G.cfg.eager_size && !G.shadow_free.empty()) && !big_buffer_kept(len)) {
+        ++cdag_glue_stats.unexpected;
+        ++cdag_glue_stats.rndv_held;
+        Unexp h{true, data, len, false, 0, false, nullptr, 0, nullptr};
+        if (!G.unexpected.emplace(k, h).second) {  // a second message with the same key: dropped
+            ++cdag_glue_stats.dropped;
+            return UCS_OK;
+        }
+        return UCS_INPROGRESS;
+    }
     Unexp *u = park(k, len);
     if (!u) return UCS_OK;
     u->pulling = true;
@@ -479,6 +520,12 @@ void reserve_for(const cdag::Plan &plan)
             std::size_t cap = 0;
             void *p = big_buffer_get(std::size_t(1) << k, &cap);
             if (!p) return;
+            /* touched now, while the call compiles its plan anyway: the
+             * first touch of fresh memory is the expensive part on a
+             * virtual machine (15-20 ms per MiB measured here), and an
+             * early pull into it would pay that inside the progress of a
+             * collective, holding the lock */
+            std::memset(p, 0, cap);
             big_kept[big_n++] = Big{p, cap};  // big_buffer_get took nothing from the kept ones here
             big_bytes += cap;
             ++have;

@@ -17,6 +17,7 @@
  * messages print the seed of the run.
  */
 #include "coll_cdag/cdag_coll.h"
+#include "coll_cdag/cdag_engine_policy.h"
 #include "coll_cdag/cdag_exec.h"
 #include "coll_cdag/cdag_memnet.h"
 #include "coll_cdag/cdag_plan.h"
@@ -1464,4 +1465,27 @@ TEST(CdagSelect, EffectiveChoiceIsWhatGenerateBuilds) {
             }
 }
 
+}  // namespace
+
+/* The engine thread's real-time priority (coll_cdag/cdag_engine_policy.h):
+ * one below the application's thread, so the application preempts its
+ * engine on the core they share; never below the policy's lowest (it must
+ * not fall to the normal policy, where any process would preempt it);
+ * unchanged under a non-real-time policy. */
+namespace {
+TEST(CdagEnginePolicy, EngineRunsBelowTheApplication)
+{
+    for (int policy : {SCHED_RR, SCHED_FIFO}) {
+        const int lo = sched_get_priority_min(policy), hi = sched_get_priority_max(policy);
+        for (int prio = lo; prio <= hi; ++prio) {
+            const int e = cdag_svc::engine_rt_priority(policy, prio, lo);
+            EXPECT_GE(e, lo) << policy << " " << prio;
+            EXPECT_LE(e, prio) << policy << " " << prio;
+            EXPECT_EQ(e, prio > lo ? prio - 1 : prio) << policy << " " << prio;
+        }
+    }
+    EXPECT_EQ(cdag_svc::engine_rt_priority(SCHED_RR, 10, 1), 9);  // chrt -r 10: the engine at 9
+    EXPECT_EQ(cdag_svc::engine_rt_priority(SCHED_OTHER, 0, 0), 0);
+    EXPECT_EQ(cdag_svc::engine_rt_priority(SCHED_BATCH, 0, 0), 0);
+}
 }  // namespace
