@@ -159,6 +159,10 @@ int  cdag_glue_op_explain(const cdag_glue_op_t *op, char *buf, size_t len);
 int  cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf, int nonblocking);
 /* 1 done, 0 running, < 0 failed */
 int  cdag_glue_op_test(cdag_glue_op_t *op);
+/* One turn of a blocking call's wait (turn: 0, 1, ...): a progress pass,
+ * then cdag_glue_op_test.  The pass polls the rings; the UCX worker too
+ * when op has messages over UCX, else on every 16th turn. */
+int  cdag_glue_op_wait_turn(cdag_glue_op_t *op, unsigned turn);
 void cdag_glue_op_free(cdag_glue_op_t *op);
 
 /* Inline progress (also safe to call with the engine thread running). */
