@@ -333,6 +333,11 @@ static void register_pvars(void)
              "(coll_cdag_ring; the others went by UCX)", &cdag_glue_stats.ring_sent);
     reg_pvar("ring_backlogged", "Ring messages that found the peer's ring full and waited, in order, "
              "for room (pushed later by progress)", &cdag_glue_stats.ring_backlogged);
+    reg_pvar("wait_turns", "Progress turns of blocking collectives' waits (each polls the rings)",
+             &cdag_glue_stats.wait_turns);
+    reg_pvar("wait_ucx_passes", "Turns of blocking collectives' waits that also progressed the UCX worker: "
+             "every turn of a run with messages over UCX, every 16th of a run whose messages all go "
+             "through rings", &cdag_glue_stats.wait_ucx_passes);
 }
 
 /* A ring of ours was stopped by a malformed entry (cfg.ring_fatal): the

@@ -85,6 +85,8 @@ typedef struct cdag_glue_stats {
     uint64_t plans_evicted;    /* plans dropped from a full cache (least recently used first) */
     uint64_t ring_sent;        /* schedule messages that went through a shared-memory ring (peers on this node) */
     uint64_t ring_backlogged;  /* ring messages that waited for room in a full ring (sent later from progress) */
+    uint64_t wait_turns;       /* progress turns of blocking calls' waits (cdag_glue_op_wait_turn) */
+    uint64_t wait_ucx_passes;  /* of those, turns that passed the UCX worker too (ring-only runs: every 16th) */
 } cdag_glue_stats_t;
 extern cdag_glue_stats_t cdag_glue_stats;
 

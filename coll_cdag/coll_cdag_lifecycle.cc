@@ -581,12 +581,16 @@ int cdag_glue_op_wait_turn(cdag_glue_op_t *op, unsigned turn)
         return cdag_glue_op_test(op);
     }
     Lock l;
+    ++cdag_glue_stats.wait_turns;
     ring_progress();
     /* a ring-only run waits for nothing UCX carries: an empty worker pass
      * is 80-120 instructions, more than the rest of the turn (callgrind,
      * 8 B allreduce np 2); other runs' and early UCX arrivals are taken
      * on every kUcxEvery-th turn and in opal_progress */
-    if (!op->ring_only || turn % kUcxEvery == kUcxEvery - 1) ucp_worker_progress(G.w);
+    if (!op->ring_only || turn % kUcxEvery == kUcxEvery - 1) {
+        ++cdag_glue_stats.wait_ucx_passes;
+        ucp_worker_progress(G.w);
+    }
     if (G.throttling) throttle_progress();
     return test_locked(op);
 }

@@ -10,6 +10,10 @@
  *    some did not;
  *  - at 2 ranks on a node (a broadcast is one whole message there), a
  *    broadcast of ring_limit + 1 bytes sent nothing through a ring;
+ *  - there, with every message through a ring, the blocking calls' waits
+ *    passed the UCX worker on at most every 16th turn
+ *    (coll_cdag_wait_ucx_passes against coll_cdag_wait_turns: a ring-only
+ *    run has nothing to wait for there);
  *  - on a communicator of one rank per node (all peers remote: test/cluster),
  *    nothing went through a ring;
  *  - 16 nonblocking broadcasts of 60000 B from a root whose children sleep
@@ -23,9 +27,10 @@
 #include "mpitest.h"
 #include "mpitest_mpit.h"
 
-enum { P_RING, P_SENT, P_BACKLOG, P_RUNS, P_N };
+enum { P_RING, P_SENT, P_BACKLOG, P_RUNS, P_TURNS, P_UCX, P_N };
 static const char *const pnames[P_N] = {"coll_cdag_ring_sent", "coll_cdag_messages_sent",
-                                        "coll_cdag_ring_backlogged", "coll_cdag_runs"};
+                                        "coll_cdag_ring_backlogged", "coll_cdag_runs",
+                                        "coll_cdag_wait_turns", "coll_cdag_wait_ucx_passes"};
 static pvar_t pv[P_N];
 
 static void read_all(unsigned long *v)
@@ -71,6 +76,12 @@ static int small_collectives(MPI_Comm comm, const char *what)
     if (b[P_RUNS] == a[P_RUNS]) return 0;
     unsigned long ring = b[P_RING] - a[P_RING], sent = b[P_SENT] - a[P_SENT];
     if (mt_verbose) printf("[rank %d] %s: %lu messages, %lu through a ring\n", mt_rank, what, sent, ring);
+    if (ring == sent && sent > 0) {
+        CHECK(pv[P_TURNS].ok && pv[P_UCX].ok, "%s: no coll_cdag_wait_turns / _wait_ucx_passes", what);
+        unsigned long turns = b[P_TURNS] - a[P_TURNS], ucx = b[P_UCX] - a[P_UCX];
+        CHECK(ucx * 16 <= turns, "%s: every message through a ring, and %lu of %lu wait turns passed UCX", what,
+              ucx, turns);
+    }
     return 1 + (int)(ring == sent) * 2 + (int)(ring == 0) * 4 + (int)(ring > 0 && ring < sent) * 8;
 }
 
