@@ -16,7 +16,7 @@
  *    run has nothing to wait for there);
  *  - on a communicator of one rank per node (all peers remote: test/cluster),
  *    nothing went through a ring;
- *  - 16 nonblocking broadcasts of 60000 B from a root whose children sleep
+ *  - nonblocking broadcasts of 60000 B (more than a ring holds) from a root whose children sleep
  *    100 ms before they call: the children's rings fill, the root's
  *    messages wait for room (coll_cdag_ring_backlogged moves on the root)
  *    and all arrive intact once the children poll: a full ring does not
@@ -146,9 +146,11 @@ int main(int argc, char **argv)
 
     if (ln > 1) {
         mt_section("a full ring: the root's messages wait for room");
-        enum { K = 16, N = 60000 };
+        enum { N = 60000 };
+        /* more than a ring holds: a ring is at most 8 x (limit + headers) */
+        const int K = (int)(8 * (limit + 256) / N + 2);
         char *bufs = mt_malloc((size_t)K * N);
-        MPI_Request rq[K];
+        MPI_Request *rq = mt_malloc(sizeof(MPI_Request) * (size_t)K);
         unsigned long a[P_N], b[P_N];
         CHECK_MPI(MPI_Barrier(node));
         read_all(a);
@@ -163,9 +165,11 @@ int main(int argc, char **argv)
         for (int k = 0; k < K; k++) CHECK_BUF(bufs + (size_t)k * N, N, 0, 13, k, "ibcast %d", k);
         read_all(b);
         if (lr == 0 && b[P_RUNS] != a[P_RUNS] && expect_ring && limit >= N)
-            CHECK(b[P_BACKLOG] > a[P_BACKLOG], "16 x %d B to children asleep, and no ring message waited for room", N);
+            CHECK(b[P_BACKLOG] > a[P_BACKLOG], "%d x %d B to children asleep, and no ring message waited for room", K,
+                  N);
         if (!expect_ring) CHECK(b[P_RING] == a[P_RING], "ring messages with coll_cdag_ring 0");
         free(bufs);
+        free(rq);
     }
 
     MPI_Comm_free(&across);
