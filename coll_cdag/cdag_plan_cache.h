@@ -64,6 +64,12 @@ struct PlanKey {
     bool is_v() const { return present != 0; }
     /* the same call as v (h: v.hash()) */
     bool matches(const PlanKeyView &v, uint64_t h) const;
+    /* the same fixed-size call as v (no arrays on either side), without
+     * v's hash: a repeated call checks its last op this way first */
+    bool matches_fixed(const PlanKeyView &v) const {
+        return present == 0 && !v.is_v() && coll == v.coll && root == v.root && count == v.count &&
+               elem_size == v.elem_size && commutative == (v.commutative != 0) && in_place == (v.in_place != 0);
+    }
 };
 
 class PlanCache {

@@ -83,7 +83,7 @@ static const char *algo_words[CDAG_NCOLL] = {
 static char *coll_list = NULL;
 static char *algo_values[CDAG_NCOLL];
 static char *progress_value = NULL;
-static unsigned long long seg_size = 0, eager_size = 8192, eager_limit = 65536, ring_limit = 65536;
+static unsigned long long seg_size = 0, eager_size = 8192, eager_limit = 65536, ring_limit = 131072;
 static int ring_on = 1;
 static mca_base_var_enum_t *progress_enum = NULL;
 static char *throttle_value = NULL;
@@ -203,7 +203,10 @@ static int cdag_register(void)
         "coll_cdag_ring_limit bytes to a process of this job on this node go through a shared-memory ring of "
         "coll/cdag's own in the receiver's segment (no UCX call on that path); 0: every message by UCX"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &ring_on);
-    ring_limit = 65536;
+    /* 128 KiB: a 128 KiB message by UCX (rendezvous) took 1.3-1.4x the ring's
+     * time in bcast/reduce/gather/scatter at np 2; at 256 KiB the ring's two
+     * copies lost to UCX's single copy in alltoall and scatter (issue 14) */
+    ring_limit = 131072;
     (void)mca_base_component_var_register(c, "ring_limit", help_with_range("ring_limit", "Largest schedule "
         "message (bytes) sent through a shared-memory ring to a peer on this node; larger ones go by UCX.  "
         "The rings of a process hold four such messages each within 16 MiB, so with many processes on a node "
@@ -340,6 +343,11 @@ static void register_pvars(void)
     reg_pvar("rndv_held", "Rendezvous messages that arrived before their receive and were left unpulled until "
              "it was posted (no pre-made early-arrival buffer was free): a sender that runs ahead waits "
              "instead of making this process allocate and fault in fresh memory", &cdag_glue_stats.rndv_held);
+    reg_pvar("wait_turns", "Progress turns of blocking collectives' waits (each polls the rings)",
+             &cdag_glue_stats.wait_turns);
+    reg_pvar("wait_ucx_passes", "Turns of blocking collectives' waits that also progressed the UCX worker: "
+             "every turn of a run with messages over UCX, every 16th of a run whose messages all go "
+             "through rings", &cdag_glue_stats.wait_ucx_passes);
 }
 
 /* A ring of ours was stopped by a malformed entry (cfg.ring_fatal): the

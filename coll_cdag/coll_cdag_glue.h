@@ -88,6 +88,8 @@ typedef struct cdag_glue_stats {
     uint64_t thread_starts;    /* engine thread: nonblocking runs it started (the application's start only queued them) */
     uint64_t host_starts;      /* queued nonblocking runs the application's progress started (it came first) */
     uint64_t rndv_held;        /* rendezvous arrivals held unpulled until their receive was posted (no early buffer free) */
+    uint64_t wait_turns;       /* progress turns of blocking calls' waits (cdag_glue_op_wait_turn) */
+    uint64_t wait_ucx_passes;  /* of those, turns that passed the UCX worker too (ring-only runs: every 16th) */
 } cdag_glue_stats_t;
 extern cdag_glue_stats_t cdag_glue_stats;
 
@@ -165,6 +167,10 @@ int  cdag_glue_op_explain(const cdag_glue_op_t *op, char *buf, size_t len);
 int  cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf, int nonblocking);
 /* 1 done, 0 running, < 0 failed */
 int  cdag_glue_op_test(cdag_glue_op_t *op);
+/* One turn of a blocking call's wait (turn: 0, 1, ...): a progress pass,
+ * then cdag_glue_op_test.  The pass polls the rings; the UCX worker too
+ * when op has messages over UCX, else on every 16th turn. */
+int  cdag_glue_op_wait_turn(cdag_glue_op_t *op, unsigned turn);
 void cdag_glue_op_free(cdag_glue_op_t *op);
 
 /* Inline progress (also safe to call with the engine thread running). */

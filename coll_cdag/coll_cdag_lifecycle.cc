@@ -314,21 +314,53 @@ uint32_t cdag_glue_comm_next_sched(cdag_glue_comm_t *c)
     return c->next_sched++;
 }
 
+/* spare op i of c, rebound to a new call */
+static cdag_glue_op_t *take_spare(Comm *c, size_t i, uint32_t sched, const cdag::ReduceFn &rf)
+{
+    cdag_glue_op *op = c->spare[i];
+    c->spare.erase(c->spare.begin() + static_cast<std::ptrdiff_t>(i));  // keeps the age order
+    op->ex->rebind(sched, rf);
+    op->compiled = false;
+    ++cdag_glue_stats.cache_hits;
+    return op;
+}
+
+/* A finished op of a fixed-size call (no counts arrays), compared field
+ * by field, most recently freed first, before any hashing (callgrind, 8 B
+ * bcast at np 2: hash, match and the scan were 150 of 1330 instructions
+ * per call); reuse_spare would find no other. */
+static cdag_glue_op_t *reuse_fixed(Comm *c, const cdag::PlanKeyView &key, uint32_t sched, const cdag::ReduceFn &rf)
+{
+    Lock l;
+    for (size_t i = c->spare.size(); i-- > 0;)
+        if (c->spare[i]->key.matches_fixed(key)) return take_spare(c, i, sched, rf);
+    return nullptr;
+}
+
 /* A finished op built for the same call, rebound to this one. */
 static cdag_glue_op_t *reuse_spare(Comm *c, const cdag::PlanKeyView &key, uint64_t h, uint32_t sched,
                                    const cdag::ReduceFn &rf)
 {
     Lock l;
-    for (size_t i = 0; i < c->spare.size(); ++i) {
-        cdag_glue_op *op = c->spare[i];
-        if (!op->key.matches(key, h)) continue;
-        c->spare.erase(c->spare.begin() + static_cast<std::ptrdiff_t>(i));  // keeps the age order
-        op->ex->rebind(sched, rf);
-        op->compiled = false;
-        ++cdag_glue_stats.cache_hits;
-        return op;
-    }
+    for (size_t i = c->spare.size(); i-- > 0;)  // most recently freed first
+        if (c->spare[i]->key.matches(key, h)) return take_spare(c, i, sched, rf);
     return nullptr;
+}
+
+/* Does every message of plan go through a ring (a peer on this node, at
+ * most the ring limit)?  Then a blocking wait for it polls the rings only
+ * and the UCX worker now and then (cdag_glue_op_wait_turn).  The peer's
+ * ring to us is assumed alike (same job, same ring limit); if it is not,
+ * that message still arrives, on the occasional UCX pass. */
+static bool runs_on_rings(const Comm *c, const cdag::Plan &plan)
+{
+    if (!G.ring_limit) return false;
+    for (const cdag::Op &o : plan.ops) {
+        if (o.kind != cdag::OpKind::Send && o.kind != cdag::OpKind::Recv) continue;
+        if (o.peer < 0 || o.peer >= c->size || !c->rings[static_cast<size_t>(o.peer)] || o.a.len > G.ring_limit)
+            return false;
+    }
+    return true;
 }
 
 /* Keep a new plan in c's cache; the gauge follows what the cache holds. */
@@ -379,11 +411,15 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
     key.arrays[2] = s->rcounts;
     key.arrays[3] = s->rdispls;
     key.n = static_cast<uint32_t>(c->size);
-    const uint64_t h = key.hash();
     cdag::ReduceFn rf;
     rf.fn = fn;
     rf.ctx = fn_ctx;
-    if (cdag_glue_op_t *op = reuse_spare(c, key, h, sched, rf)) return op;
+    const bool fixed = !key.is_v();
+    if (fixed)
+        if (cdag_glue_op_t *op = reuse_fixed(c, key, sched, rf)) return op;
+    const uint64_t h = key.hash();
+    if (!fixed)
+        if (cdag_glue_op_t *op = reuse_spare(c, key, h, sched, rf)) return op;
     std::shared_ptr<const cdag::Plan> plan;
     bool compiled = false;
     {
@@ -430,6 +466,7 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
     op->spec = spec;
     op->spec.counts = op->spec.displs = op->spec.rcounts = op->spec.rdispls = nullptr;
     op->choice = cdag::effective_choice(spec, ch);
+    op->ring_only = runs_on_rings(c, *plan);
     {
         Lock l;
         reserve_for(*plan);
@@ -527,29 +564,66 @@ int cdag_glue_op_start(cdag_glue_op_t *op, const void *sendbuf, void *recvbuf, i
     return op->ex->start(sendbuf, recvbuf);
 }
 
-int cdag_glue_op_test(cdag_glue_op_t *op)
+/* cdag_glue_op_test under the lock */
+static int test_locked(cdag_glue_op_t *op)
 {
-    Lock l;
     if (op->queued) start_queued(false);  // the application is in MPI before the engine started it
     if (!op->ex->done()) return 0;
     uncount(op);
     return op->ex->error() ? (op->ex->error() < 0 ? op->ex->error() : -op->ex->error()) : 1;
 }
 
+int cdag_glue_op_test(cdag_glue_op_t *op)
+{
+    Lock l;
+    return test_locked(op);
+}
+
+/* every this many turns a ring-only wait passes the UCX worker too */
+static constexpr unsigned kUcxEvery = 16;
+
+int cdag_glue_op_wait_turn(cdag_glue_op_t *op, unsigned turn)
+{
+    if (G.thread_running) {  // the engine thread's hand-off counts the application's passes
+        cdag_glue_progress();
+        return cdag_glue_op_test(op);
+    }
+    Lock l;
+    ++cdag_glue_stats.wait_turns;
+    ring_progress();
+    /* a ring-only run waits for nothing UCX carries: an empty worker pass
+     * is 80-120 instructions, more than the rest of the turn (callgrind,
+     * 8 B allreduce np 2); other runs' and early UCX arrivals are taken
+     * on every kUcxEvery-th turn and in opal_progress */
+    if (!op->ring_only || turn % kUcxEvery == kUcxEvery - 1) {
+        ++cdag_glue_stats.wait_ucx_passes;
+        ucp_worker_progress(G.w);
+    }
+    if (G.throttling) throttle_progress();
+    return test_locked(op);
+}
+
+/* drop what an ended run may still have posted or queued */
+static void forget_run(const cdag::Executor *ex)
+{
+    for (auto it = G.posted.begin(); it != G.posted.end();) {
+        if (it->second.ex == ex) it = G.posted.erase(it);
+        else ++it;
+    }
+    for (auto it = G.pending.begin(); it != G.pending.end();) {
+        if (it->ex == ex) it = G.pending.erase(it);
+        else ++it;
+    }
+    if (G.ring_backlog) ring_forget(ex);
+}
+
 void cdag_glue_op_free(cdag_glue_op_t *op)
 {
     Lock l;
     uncount(op);
-    /* a failed run may leave receives posted: they must not outlive it */
-    for (auto it = G.posted.begin(); it != G.posted.end();) {
-        if (it->second.ex == op->ex.get()) it = G.posted.erase(it);
-        else ++it;
-    }
-    for (auto it = G.pending.begin(); it != G.pending.end();) {
-        if (it->ex == op->ex.get()) it = G.pending.erase(it);
-        else ++it;
-    }
-    if (G.ring_backlog) ring_forget(op->ex.get());
+    /* a failed (or unfinished) run may leave receives posted, sends
+     * queued: they must not outlive it; a finished one left none */
+    if (!op->ex->done() || op->ex->error()) forget_run(op->ex.get());
     Comm *c = op->c;
     if (op->reusable && op->ex->done() && !op->ex->error()) {
         if (c->spare.size() == kSpareOps) {  // the least recently used goes

@@ -136,6 +136,7 @@ struct cdag_glue_op {
     cdag_glue_comm *c;
     std::shared_ptr<const cdag::Plan> plan;
     bool compiled = false;     // this op compiled its plan (not from the cache)
+    bool ring_only = false;    // every message of its plan goes by a ring: a blocking wait needs no UCX pass
     cdag::CollSpec spec;       // what it was built for (counts arrays not kept)
     cdag::AlgoChoice choice;   // the variant its schedule was generated with
     std::unique_ptr<cdag::Executor> ex;

@@ -8,8 +8,10 @@
  * coll_cdag_rendezvous (receives pulled by rendezvous) must not move on
  * any rank for a broadcast whose size is at most the limit, and at 2 ranks
  * (one whole message, no segments) it must move for a size above both the
- * limit and 8256 B.  With coll_cdag_eager_limit 0 (UCX decides) the second
- * check holds from 16 KiB.
+ * limit and 8256 B (and, with coll/cdag's rings on, above
+ * coll_cdag_ring_limit: smaller ones to a peer on the node take the ring).
+ * With coll_cdag_eager_limit 0 (UCX decides) the second check holds from
+ * 16 KiB.
  *
  * Skipped (passes) when coll/cdag is not the component in use.
  */
@@ -18,6 +20,9 @@
 
 static int rank, size;
 static pvar_t rndv, runs;
+/* messages up to this size to a peer on the node go through coll/cdag's
+ * rings, not UCX (0: rings off) */
+static long long ring_limit = 0;
 
 /* UCX 1.13's rendezvous threshold on shared memory (ucx-1.13 notes) */
 #define UCX_SHM_RNDV 8256L
@@ -45,7 +50,7 @@ static void one_size(long n, long limit, unsigned char *buf, long *iv, long *ov)
     if (c1 == c0) return; /* not run by coll/cdag (fallback or another component) */
     if (limit > 0 && n <= limit)
         CHECK(r1 == r0, "%s: %lu rendezvous receives for messages within the eager limit", sec, r1 - r0);
-    if (size == 2 && n > limit && n > UCX_SHM_RNDV)
+    if (size == 2 && n > limit && n > UCX_SHM_RNDV && n > ring_limit)
         CHECK(r1 > r0, "%s: no rendezvous for a message above the eager limit", sec);
 
     long cnt = n / (long)sizeof(long);
@@ -70,6 +75,8 @@ int main(int argc, char **argv)
     long long limit = -1;
     pvar_open(&rndv, "coll_cdag_rendezvous");
     pvar_open(&runs, "coll_cdag_runs");
+    long long ring_on = 0;
+    if (cvar_int("coll_cdag_ring", &ring_on) && ring_on) (void)cvar_int("coll_cdag_ring_limit", &ring_limit);
     if (cvar_int("coll_cdag_eager_limit", &limit) && rndv.ok && runs.ok) {
         long sizes[] = {4096, 8193, 16384, (long)limit - 1, (long)limit, (long)limit + 1, 4 * (long)limit + 3};
         long max = 4 * (long)limit + 3 > 16384 ? 4 * (long)limit + 3 : 16384;

@@ -91,6 +91,42 @@ TEST(CdagPlanCache, KeysCompareEveryEntryNotJustTheHash)
     EXPECT_FALSE(PlanKey(f.v, 42).matches(a.v, 42));
 }
 
+/* matches_fixed (the op reuse's check without a hash, coll_cdag_lifecycle.cc)
+ * says what matches with the real hashes says, on random pairs of calls
+ * that differ in at most one field; never for a v-variant on either side */
+TEST(CdagPlanCache, FixedMatchAgreesWithHashedMatch)
+{
+    std::mt19937 rng(seed());
+    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+    int agreed_true = 0;
+    for (int it = 0; it < 20000; ++it) {
+        Call a = fixed_call(pick(16), static_cast<uint64_t>(pick(4)) * 8);
+        a.v.root = pick(3);
+        a.v.elem_size = 1u << pick(3);
+        a.v.commutative = pick(2);
+        a.v.in_place = pick(2);
+        Call b = a;
+        switch (pick(8)) {  // one field changed, or none
+        case 0: b.v.coll = pick(16); break;
+        case 1: b.v.root = pick(3); break;
+        case 2: b.v.count = static_cast<uint64_t>(pick(4)) * 8; break;
+        case 3: b.v.elem_size = 1u << pick(3); break;
+        case 4: b.v.commutative = pick(2) * (1 + pick(3)); break;  // any non-zero is true
+        case 5: b.v.in_place = pick(2) * (1 + pick(3)); break;
+        default: break;
+        }
+        PlanKey k(a.v, a.v.hash());
+        bool hashed = k.matches(b.v, b.v.hash());
+        ASSERT_EQ(k.matches_fixed(b.v), hashed) << "iteration " << it;
+        agreed_true += hashed;
+    }
+    EXPECT_GT(agreed_true, 1000);  // the equal case came up often enough to mean something
+    Call v = v_call(14, 3, {4, 0, 8}, {0, 4, 6});
+    Call f = fixed_call(14, 0);
+    EXPECT_FALSE(PlanKey(v.v, v.v.hash()).matches_fixed(f.v));
+    EXPECT_FALSE(PlanKey(f.v, f.v.hash()).matches_fixed(v.v));
+}
+
 TEST(CdagPlanCache, ForgedCollisionsKeepPlansApart)
 {
     PlanCache cache(4, 4);
