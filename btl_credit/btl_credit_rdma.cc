@@ -22,6 +22,14 @@
  * runs (ob1 sends FIN right after).  Like TCP's btl put, ob1 uses it for
  * RPUT to peers whose module offers PUT (remote peers without a native
  * get: btl_credit_endpoint.cc).
+ *
+ * Known cost: over TCP, UCX 1.13's rendezvous uses TCP put_zcopy, one put
+ * in flight per endpoint, each waiting for its acknowledgement.  Behind a
+ * full switch queue (ports shaped to 2 Gbit/s, 1000 packets) that halved
+ * the bidirectional bandwidth at 1 MiB (242-248 MB/s against ob1/tcp's
+ * 464-476).  UCX's eager protocol for these puts (the receiver copies)
+ * reached 405-477 there but lost 30-45 % unshaped (4 MiB bibw 1792 MB/s
+ * against 3218, latency 1566 us against 911), so rendezvous it stays.
  */
 #include "btl_credit_internal.h"
 #include "btl_credit_wire_check.h"
