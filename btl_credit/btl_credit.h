@@ -76,6 +76,9 @@ bool mca_btl_credit_selected(void);
 int  mca_btl_credit_modex_send(const void *addr, size_t len);
 /* addr is malloc'ed: free() it. */
 int  mca_btl_credit_modex_recv(const opal_process_name_t *name, void **addr, size_t *len);
+/* Was btl_credit_<name> set by the user (command line, environment,
+ * file), rather than left at its default? */
+bool mca_btl_credit_param_set_by_user(const char *name);
 /* Number of processes in this job (PMIx job size). */
 int  mca_btl_credit_job_size(uint32_t *n);
 void mca_btl_credit_show_help(const char *topic, const char *arg1, const char *arg2);

@@ -450,6 +450,14 @@ int mca_btl_credit_job_size(uint32_t *n)
     return rc;
 }
 
+bool mca_btl_credit_param_set_by_user(const char *name)
+{
+    int idx = mca_base_var_find("opal", "btl", "credit", name);
+    const mca_base_var_t *var = NULL;
+    if (idx < 0 || mca_base_var_get(idx, &var) != OPAL_SUCCESS || var == NULL) return false;
+    return var->mbv_source != MCA_BASE_VAR_SOURCE_DEFAULT;
+}
+
 void mca_btl_credit_show_help(const char *topic, const char *arg1, const char *arg2)
 {
     opal_show_help("btl_credit_help.txt", topic, true, opal_process_info.nodename,

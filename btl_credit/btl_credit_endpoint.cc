@@ -6,6 +6,7 @@
  */
 #include "btl_credit_internal.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -60,8 +61,9 @@ void endpoint_connect(mca_btl_base_endpoint_t *ep)
     if (!ep->ep) fatal("connect-failed", OPAL_NAME_PRINT(ep->name), rdrp_ucx_last_error());
     std::free(ep->addr);
     ep->addr = nullptr;
-    BTL_CREDIT_VERBOSE(10, "connected to %s (%s)", OPAL_NAME_PRINT(ep->name),
-                       ep->remote ? "remote" : "on-node");
+    ep->emulated_rma = ep->remote && rdrp_ucx_ep_native_get(ep->ep) != 1;
+    BTL_CREDIT_VERBOSE(10, "connected to %s (%s%s)", OPAL_NAME_PRINT(ep->name),
+                       ep->remote ? "remote" : "on-node", ep->emulated_rma ? ", no native get" : "");
 }
 
 void endpoints_fini()
@@ -74,6 +76,62 @@ void endpoints_fini()
     }
     g.peers.clear();
     g.waiting.clear();
+}
+
+/* What ob1 is offered once a remote peer turns out to have no native get.
+ * ob1 pulls by RGET (btl_get) when the module offers GET and reads the
+ * module's flags after add_procs.  To a remote peer over TCP, UCX 1.13
+ * emulates GET by active messages that the sender's progress must serve
+ * (across two namespace nodes: 907 MB/s at 1 MiB against 1734 for ob1/tcp,
+ * issue 21).  So the module offers what btl/tcp offers instead:
+ *  - PUT (receiver-driven RPUT), which btl_credit_rdma.cc carries as an
+ *    active message received by UCX's rendezvous straight into the
+ *    receive buffer: no mailbox slot, no copy at either end (the send
+ *    pipeline that ob1 uses without RDMA copies every fragment into a
+ *    descriptor, through the mailbox and out again, and runs at most
+ *    pml_ob1_send_pipeline_depth fragments at once: 0.65-0.77x ob1/tcp's
+ *    bibw at 1-4 MiB);
+ *    RPUT chunks of 4 MiB (btl_rdma_pipeline_frag_size; btl/tcp's are
+ *    2 GiB): each chunk costs ob1 a PUT request and a FIN;
+ *  - an eager limit of a whole slot (128 KiB by default; btl/tcp's is 64
+ *    KiB): with 8 KiB a 16 KiB message paid ob1's rendezvous handshake over
+ *    the network (2.35x ob1/tcp's latency), and 64 KiB took 1.4x ob1/tcp's
+ *    latency by RPUT.  Eager packets to such a peer go by UCX's eager
+ *    protocol (btl_credit_send.cc), so a slot-sized packet costs one trip.
+ *    They still take a credit and a slot each, so the mailbox bound is
+ *    unchanged: slots x slot_size.
+ * Measured across two namespace nodes (--rt, best of 3, load 12-15; ob1/tcp
+ * = 1): latency 0.86x at 16 KiB, 0.71x at 64 KiB, 0.77-0.79x at 1-4 MiB;
+ * bandwidth 1.29x at 64 KiB, 1.56-1.68x at 1-4 MiB.
+ * A value the user set is kept.  One module serves all peers, so one such
+ * peer decides for the job (clusters rarely mix RDMA and TCP between node
+ * pairs); ob1 keeps the flags it read for peers added earlier. */
+static void offer_for_emulated_rma(mca_btl_base_module_t *btl, const opal_process_name_t &name)
+{
+    static bool done = false;
+    if (done) {
+        BTL_CREDIT_VERBOSE(5, "peer %s (remote): no native get either", OPAL_NAME_PRINT(name));
+        return;
+    }
+    done = true;
+    const size_t eager_was = btl->btl_eager_limit;
+    const uint32_t flags_was = btl->btl_flags;
+    if (!mca_btl_credit_param_set_by_user("flags") && (btl->btl_flags & (MCA_BTL_FLAGS_GET | MCA_BTL_FLAGS_PUT)))
+        btl->btl_flags = (btl->btl_flags & ~MCA_BTL_FLAGS_GET) | MCA_BTL_FLAGS_PUT;
+    else if (btl->btl_flags & MCA_BTL_FLAGS_GET)
+        btl->btl_flags &= ~MCA_BTL_FLAGS_GET;  /* the user's GET would be emulated: never faster */
+    if (!mca_btl_credit_param_set_by_user("eager_limit")) btl->btl_eager_limit = g.payload_cap;
+    if (!mca_btl_credit_param_set_by_user("rndv_eager_limit") && btl->btl_rndv_eager_limit < btl->btl_eager_limit)
+        btl->btl_rndv_eager_limit = btl->btl_eager_limit;
+    if (btl->btl_rndv_eager_limit > btl->btl_eager_limit) btl->btl_rndv_eager_limit = btl->btl_eager_limit;
+    if (!mca_btl_credit_param_set_by_user("rdma_pipeline_frag_size") && btl->btl_rdma_pipeline_frag_size < kRemotePutChunk)
+        btl->btl_rdma_pipeline_frag_size = kRemotePutChunk;
+    BTL_CREDIT_VERBOSE(2, "peer %s (remote): UCX has no native get to it (it would be emulated by active "
+                       "messages): RGET off, %s; eager limit %zu (was %zu), sent by UCX eager; flags 0x%x "
+                       "(were 0x%x)", OPAL_NAME_PRINT(name),
+                       (btl->btl_flags & MCA_BTL_FLAGS_PUT) ? "RPUT by active message into the receive buffer"
+                                                            : "ob1's send pipeline (no PUT offered)",
+                       btl->btl_eager_limit, eager_was, btl->btl_flags, flags_was);
 }
 
 }  // namespace btlcredit
@@ -100,21 +158,11 @@ extern "C" int mca_btl_credit_add_procs(mca_btl_base_module_t *btl, size_t nproc
         }
         peers[i] = ep;
         if (reachable) opal_bitmap_set_bit(reachable, static_cast<int>(i));
-        /* ob1 pulls by RGET (btl_get) when the module offers GET, and
-         * reads the module's flags after this call.  To a remote peer over
-         * TCP, UCX 1.13 emulates GET by active messages that the sender's
-         * progress must serve (across two namespace nodes: 907 MB/s at
-         * 1 MiB against 1734 for ob1/tcp, issue 21): offer only send/recv
-         * then, so ob1 pipelines sends instead.  One module serves all
-         * peers, so one such peer decides for the job (clusters mix RDMA
-         * and TCP between node pairs rarely). */
-        if (ep->remote && (btl->btl_flags & MCA_BTL_FLAGS_GET)) {
+        if (ep->remote) {
             endpoint_connect(ep);
-            if (rdrp_ucx_ep_native_get(ep->ep) != 1) {
-                btl->btl_flags &= ~(MCA_BTL_FLAGS_GET | MCA_BTL_FLAGS_PUT);
-                BTL_CREDIT_VERBOSE(2, "peer %s: UCX has no get protocol to it (GET would be emulated): RGET off",
-                                   OPAL_NAME_PRINT(name));
-            }
+            if (ep->emulated_rma) offer_for_emulated_rma(btl, name);
+            else BTL_CREDIT_VERBOSE(5, "peer %s (remote): UCX has a native get protocol to it: RGET",
+                                    OPAL_NAME_PRINT(name));
         }
     }
     return OPAL_SUCCESS;

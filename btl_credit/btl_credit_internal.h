@@ -53,6 +53,7 @@ struct mca_btl_base_endpoint_t {
     uint64_t peer_id = 0;        /* name as 64 bits: keys the rkey cache */
     uint32_t index = 0;          /* the credit engine's peer number */
     bool remote = false;         /* on another node */
+    bool emulated_rma = false;   /* remote, and UCX has no native get to it (set on connect) */
     ucp_ep_h ep = nullptr;       /* connected on first use */
     void *addr = nullptr;        /* the peer's worker address until connected */
     size_t addr_len = 0;
@@ -100,8 +101,9 @@ struct RdmaOp {
     mca_btl_base_rdma_completion_fn_t cb;
     void *ctx;
     void *data;
-    rdrp_ucx_rkey_t *rkey;
+    rdrp_ucx_rkey_t *rkey;          /* get only (a put carries no rkey) */
     int status;
+    btl_credit_put_hdr_t put_hdr;   /* a put's AM header: lives until the send completes */
 };
 
 /* What a mailbox data slot holds. */
@@ -201,6 +203,10 @@ mca_btl_base_endpoint_t *endpoint_for_index(uint32_t index);
 void endpoint_connect(mca_btl_base_endpoint_t *ep);
 void endpoints_fini();
 
+/* The RPUT chunk ob1 is offered once a remote peer has no native get
+ * (btl_credit_endpoint.cc, offer_for_emulated_rma). */
+constexpr size_t kRemotePutChunk = 4u << 20;
+
 /* ---- btl_credit_frag.cc */
 /* Small send buffers: eager packets and control fragments (the largest
  * eager packet by default, btl_credit_eager_limit 8176, plus headers). */
@@ -222,7 +228,7 @@ bool recv_init();          /* AM handlers; lock held */
 int deliver();             /* lock NOT held: calls up */
 
 /* ---- btl_credit_rdma.cc */
-bool rdma_init();          /* sizes registration handles; lock held */
+bool rdma_init();          /* sizes registration handles, sets the put handler; lock held */
 int complete_rdma();       /* lock NOT held: calls up */
 void rdma_fini();
 

@@ -6,20 +6,39 @@
  * copies the handle into its RGET / PUT headers); a handle for local use
  * only maps nothing, since ucp_get_nbx / ucp_put_nbx need no local memory
  * handle.  get and put unpack the peer's rkey through ucx_glue's rkey
- * cache.  A get is complete when ucp_get_nbx completes; a put only when a
- * flush of the endpoint completes (remote completion: ob1 sends FIN right
- * after, and an active message is not ordered after a put by itself).
+ * cache.  A get is complete when ucp_get_nbx completes.
  *
  * On UCX 1.13 over shared memory and tcp these operations are emulated
  * through the peer's progress (ucx-1.13-notes.md §2): the peer of an ob1
  * RGET is its sender, which progresses our worker while it waits for FIN.
+ *
+ * A put is an active message (BTL_CREDIT_AM_PUT) that UCX moves by its own
+ * rendezvous, which is zero-copy wherever UCX has a bandwidth lane (TCP's
+ * put_zcopy, CMA, RDMA), while ucp_put_nbx over TCP is emulated in 8 KiB
+ * fragments acknowledged one by one.  The target checks that the address
+ * lies in a region it registered (rdrp_ucx_reg_covers) and receives the
+ * data straight into it.  A rendezvous send completes only after the
+ * target has the data, so the put is remotely complete when its callback
+ * runs (ob1 sends FIN right after).  Like TCP's btl put, ob1 uses it for
+ * RPUT to peers whose module offers PUT (remote peers without a native
+ * get: btl_credit_endpoint.cc).
+ *
+ * Known cost: over TCP, UCX 1.13's rendezvous uses TCP put_zcopy, one put
+ * in flight per endpoint, each waiting for its acknowledgement.  Behind a
+ * full switch queue (ports shaped to 2 Gbit/s, 1000 packets) that halved
+ * the bidirectional bandwidth at 1 MiB (242-248 MB/s against ob1/tcp's
+ * 464-476).  UCX's eager protocol for these puts (the receiver copies)
+ * reached 405-477 there but lost 30-45 % unshaped (4 MiB bibw 1792 MB/s
+ * against 3218, latency 1566 us against 911), so rendezvous it stays.
  */
 #include "btl_credit_internal.h"
+#include "btl_credit_wire_check.h"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <cstdio>
 #include <new>
 
 namespace btlcredit {
@@ -45,8 +64,12 @@ static void rdma_done(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
 }
 
+static ucs_status_t am_put(void *arg, const void *header, size_t hlen, void *data, size_t len,
+                           const ucp_am_recv_param_t *param);
+
 bool rdma_init()
 {
+    if (rdrp_ucx_set_am_handler(g.uw, BTL_CREDIT_AM_PUT, am_put, nullptr) != 0) return false;
     /* Size the handles from a real rkey (it depends on the transports). */
     static char probe[4096];
     rdrp_ucx_region_t *r = rdrp_ucx_reg_acquire(probe, sizeof(probe));
@@ -59,6 +82,48 @@ bool rdma_init()
     BTL_CREDIT_VERBOSE(2, "registration handles of %zu bytes (rkey %zu bytes here)",
                        head + g.rkey_cap, len);
     return true;
+}
+
+/* ------------------------------------------------------------ put target */
+static void put_landed(void *request, ucs_status_t status, size_t length, void *user_data)
+{
+    (void)length;
+    (void)user_data;
+    if (OPAL_UNLIKELY(status != UCS_OK) && g.up) fatal_status("put receive", status);
+    --g.outstanding;
+    ucp_request_free(request);
+}
+
+/* Runs inside ucp_worker_progress (lock held).  Nothing is written before
+ * the header and the target range are checked. */
+static ucs_status_t am_put(void *arg, const void *header, size_t hlen, void *data, size_t len,
+                           const ucp_am_recv_param_t *param)
+{
+    (void)arg;
+    btl_credit_put_hdr_t h{};
+    if (hlen == sizeof(h)) std::memcpy(&h, header, sizeof(h));
+    const FrameLimits limits{g.nprocs, g.me, g.payload_cap, MCA_BTL_TAG_PML};
+    const char *bad = check_put(hlen, h, len, limits);
+    if (!bad && !rdrp_ucx_reg_covers(h.region_id, static_cast<uintptr_t>(h.addr), len))
+        bad = "put outside the receiver's registered memory";
+    if (OPAL_UNLIKELY(bad != nullptr)) {
+        char v[128];
+        snprintf(v, sizeof(v), "(%zu bytes at 0x%llx, region %llu, from vpid %u)", len,
+                 (unsigned long long)h.addr, (unsigned long long)h.region_id, h.src);
+        fatal("bad-header", bad, v);
+    }
+    void *dst = reinterpret_cast<void *>(static_cast<uintptr_t>(h.addr));
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+        if (len) std::memcpy(dst, data, len);
+        return UCS_OK;
+    }
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
+    p.cb.recv_am = put_landed;
+    ucs_status_ptr_t sp = ucp_am_recv_data_nbx(g.worker, data, dst, len, &p);
+    if (UCS_PTR_IS_ERR(sp)) fatal_status("put receive", UCS_PTR_STATUS(sp));
+    if (sp != nullptr) ++g.outstanding;
+    return UCS_INPROGRESS;
 }
 
 int complete_rdma()
@@ -75,7 +140,7 @@ int complete_rdma()
     int n = static_cast<int>(done.size());
     Lock lock;
     for (RdmaOp *op : done) {
-        rdrp_ucx_rkey_put(g.uw, op->rkey);
+        if (op->rkey) rdrp_ucx_rkey_put(g.uw, op->rkey);
         g.op_pool.push_back(op);
     }
     done.clear();
@@ -89,11 +154,36 @@ void rdma_fini()
     g.rdma_done.clear();
 }
 
-/* Start a put or a get; lock held. */
-static int rdma_start(bool is_put, mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
-                      mca_btl_base_registration_handle_t *local_handle,
-                      mca_btl_base_registration_handle_t *remote_handle, size_t size,
-                      mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data)
+static int start_failed(const char *what, mca_btl_base_endpoint_t *ep, ucs_status_t st, RdmaOp *op)
+{
+    BTL_CREDIT_VERBOSE(1, "%s to %s failed: %s", what, OPAL_NAME_PRINT(ep->name), ucs_status_string(st));
+    if (op->rkey) rdrp_ucx_rkey_put(g.uw, op->rkey);
+    g.op_pool.push_back(op);
+    return OPAL_ERROR;
+}
+
+/* A started operation: done at once (its callback then runs from
+ * progress, never inside put/get), failed, or in flight. */
+static int started(const char *what, mca_btl_base_endpoint_t *ep, ucs_status_ptr_t sp, RdmaOp *op)
+{
+    if (sp == nullptr) g.rdma_done.push_back(op);
+    else if (UCS_PTR_IS_ERR(sp)) return start_failed(what, ep, UCS_PTR_STATUS(sp), op);
+    else ++g.outstanding;
+    return OPAL_SUCCESS;
+}
+
+static void op_param(ucp_request_param_t *p, RdmaOp *op)
+{
+    p->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p->cb.send = rdma_done;
+    p->user_data = op;
+}
+
+/* Start a get; lock held. */
+static int get_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
+                     mca_btl_base_registration_handle_t *local_handle,
+                     mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                     mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data)
 {
     if (OPAL_UNLIKELY(remote_handle == nullptr || remote_handle->region_id == 0 ||
                       remote_handle->rkey_len > g.rkey_cap))
@@ -111,35 +201,37 @@ static int rdma_start(bool is_put, mca_btl_base_endpoint_t *ep, void *local, uin
         rdrp_ucx_rkey_put(g.uw, k);
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    *op = RdmaOp{ep, local, local_handle, cb, ctx, data, k, OPAL_SUCCESS};
+    *op = RdmaOp{ep, local, local_handle, cb, ctx, data, k, OPAL_SUCCESS, {}};
     ucp_request_param_t p;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.send = rdma_done;
-    p.user_data = op;
-    ucs_status_ptr_t sp;
-    if (is_put) {
-        ucp_request_param_t pp;
-        pp.op_attr_mask = 0;
-        sp = ucp_put_nbx(ep->ep, local, size, remote, rdrp_ucx_rkey_handle(k), &pp);
-        if (UCS_PTR_IS_PTR(sp)) ucp_request_free(sp);  /* released when done; the flush waits */
-        if (!UCS_PTR_IS_ERR(sp)) sp = ucp_ep_flush_nbx(ep->ep, &p);
-        ++g.stats[MCA_BTL_CREDIT_STAT_PUTS];
-    } else {
-        sp = ucp_get_nbx(ep->ep, local, size, remote, rdrp_ucx_rkey_handle(k), &p);
-        ++g.stats[MCA_BTL_CREDIT_STAT_GETS];
-    }
-    if (sp == nullptr) {
-        g.rdma_done.push_back(op);  /* callback from progress, never inside put/get */
-    } else if (UCS_PTR_IS_ERR(sp)) {
-        BTL_CREDIT_VERBOSE(1, "%s to %s failed: %s", is_put ? "put" : "get",
-                           OPAL_NAME_PRINT(ep->name), ucs_status_string(UCS_PTR_STATUS(sp)));
-        rdrp_ucx_rkey_put(g.uw, k);
-        g.op_pool.push_back(op);
-        return OPAL_ERROR;
-    } else {
-        ++g.outstanding;
-    }
-    return OPAL_SUCCESS;
+    op_param(&p, op);
+    ++g.stats[MCA_BTL_CREDIT_STAT_GETS];
+    return started("get", ep, ucp_get_nbx(ep->ep, local, size, remote, rdrp_ucx_rkey_handle(k), &p), op);
+}
+
+/* Start a put (an active message to the target's registered memory, see
+ * the top of this file); lock held. */
+static int put_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
+                     mca_btl_base_registration_handle_t *local_handle,
+                     mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                     mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data)
+{
+    if (OPAL_UNLIKELY(remote_handle == nullptr || remote_handle->region_id == 0))
+        return OPAL_ERR_BAD_PARAM;
+    endpoint_connect(ep);
+    RdmaOp *op = op_get();
+    if (OPAL_UNLIKELY(!op)) return OPAL_ERR_OUT_OF_RESOURCE;
+    *op = RdmaOp{ep, local, local_handle, cb, ctx, data, nullptr, OPAL_SUCCESS, {}};
+    op->put_hdr.version = BTL_CREDIT_WIRE_VERSION;
+    op->put_hdr.src = g.me;
+    op->put_hdr.region_id = remote_handle->region_id;
+    op->put_hdr.addr = remote;
+    ucp_request_param_t p;
+    op_param(&p, op);
+    p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_AM_SEND_FLAG_RNDV;  /* completion = the data is at the target */
+    ++g.stats[MCA_BTL_CREDIT_STAT_PUTS];
+    return started("put", ep, ucp_am_send_nbx(ep->ep, BTL_CREDIT_AM_PUT, &op->put_hdr, sizeof(op->put_hdr),
+                                               local, size, &p), op);
 }
 
 }  // namespace btlcredit
@@ -199,8 +291,8 @@ extern "C" int mca_btl_credit_get(mca_btl_base_module_t *btl, mca_btl_base_endpo
     (void)flags;
     (void)order;
     Lock lock;
-    return rdma_start(false, ep, local_address, remote_address, local_handle, remote_handle, size,
-                      cbfunc, cbcontext, cbdata);
+    return get_start(ep, local_address, remote_address, local_handle, remote_handle, size, cbfunc,
+                     cbcontext, cbdata);
 }
 
 extern "C" int mca_btl_credit_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *ep,
@@ -214,6 +306,6 @@ extern "C" int mca_btl_credit_put(mca_btl_base_module_t *btl, mca_btl_base_endpo
     (void)flags;
     (void)order;
     Lock lock;
-    return rdma_start(true, ep, local_address, remote_address, local_handle, remote_handle, size,
-                      cbfunc, cbcontext, cbdata);
+    return put_start(ep, local_address, remote_address, local_handle, remote_handle, size, cbfunc,
+                     cbcontext, cbdata);
 }

@@ -11,6 +11,14 @@
  *                   RESPONSE of the credit engine, no payload.  They never
  *                   need a credit of their own (CREDIT) or had it taken by
  *                   the engine already (REQUEST / RESPONSE).
+ *   puts            (AM id BTL_CREDIT_AM_PUT): btl_put's data for memory the
+ *                   receiver registered (ob1 RPUT: the receiver's PUT
+ *                   message named the region and address), header
+ *                   btl_credit_put_hdr_t, payload = the data, always by
+ *                   UCX rendezvous so the sender's completion means the data
+ *                   is in place.  No credit and no mailbox slot: the data
+ *                   lands in the receive buffer the application posted,
+ *                   never in memory the receiver did not offer.
  * src is the sender's vpid: the BTL 3.1 receive upcall has no endpoint, so
  * the header names the sender.  seq counts every packet (data and control)
  * of one sender->receiver direction: the engine requires in-order delivery
@@ -26,6 +34,7 @@
 /* UCP AM ids (our own worker, so they collide with nobody). */
 #define BTL_CREDIT_AM_DATA 1
 #define BTL_CREDIT_AM_CTRL 2
+#define BTL_CREDIT_AM_PUT  3
 
 typedef struct btl_credit_hdr {
     uint8_t  tag;      /* upper-layer AM tag (data packets), 0 otherwise */
@@ -38,8 +47,19 @@ typedef struct btl_credit_hdr {
 
 #define BTL_CREDIT_WIRE_VERSION 1
 
+/* The header of a put: where in which of the receiver's registrations the
+ * payload goes (the receiver checks both before writing). */
+typedef struct btl_credit_put_hdr {
+    uint16_t version;   /* BTL_CREDIT_WIRE_VERSION */
+    uint16_t reserved;
+    uint32_t src;       /* sender's vpid */
+    uint64_t region_id; /* the receiver's registration (its handle's region_id) */
+    uint64_t addr;      /* target address inside that registration */
+} btl_credit_put_hdr_t;
+
 #ifdef __cplusplus
 static_assert(sizeof(btl_credit_hdr_t) == 16, "wire header size (MCA_BTL_CREDIT_HDR_SIZE)");
+static_assert(sizeof(btl_credit_put_hdr_t) == 24, "put header size");
 #endif
 
 #endif /* MCA_BTL_CREDIT_WIRE_H */

@@ -45,6 +45,20 @@ inline const char *check_frame(bool data, size_t hlen, const btl_credit_hdr_t &h
     return nullptr;
 }
 
+/* A put on BTL_CREDIT_AM_PUT, before the receiver looks the region up
+ * (rdrp_ucx_reg_covers then checks the id and the range).  An address
+ * range that wraps is refused here, so the lookup's arithmetic is safe. */
+inline const char *check_put(size_t hlen, const btl_credit_put_hdr_t &h, size_t len,
+                             const FrameLimits &l)
+{
+    if (hlen != sizeof(btl_credit_put_hdr_t)) return "put header length";
+    if (h.version != BTL_CREDIT_WIRE_VERSION) return "wire version (different btl/credit builds in one job?)";
+    if (h.src >= l.nprocs || h.src == l.me) return "sender";
+    if (h.region_id == 0) return "put without a registration";
+    if (len > UINT64_MAX - h.addr) return "put range wraps the address space";
+    return nullptr;
+}
+
 }  // namespace btlcredit
 
 #endif /* MCA_BTL_CREDIT_WIRE_CHECK_H */

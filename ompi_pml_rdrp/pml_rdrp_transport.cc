@@ -174,29 +174,48 @@ Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
         }
     }
     const mca_pml_rdrp_params_t &p = mca_pml_rdrp_params;
-    if (ep->remote) {
-        ep->path = p.data_path_remote;
+    const char *why;  /* for the verbose line: why this peer got its data path */
+    if (p.data_path != RDRP_PATH_AUTO) {
+        ep->path = p.data_path;
+        why = "pml_rdrp_data_path says so";
+    } else if (ep->remote) {
         /* under auto, pull by GET only where UCX has a get protocol to this
          * peer: over TCP (UCX 1.13) GET is emulated by active messages that
          * the sender's progress must serve (measured across two namespace
          * nodes: 906 MB/s at 1 MiB against 3114 MB/s by the am path) */
-        if (p.data_path == RDRP_PATH_AUTO && p.data_path_remote == RDRP_PATH_RMA &&
-            rdrp_ucx_ep_native_get(ucx_ep(ep)) != 1)
+        if (rdrp_ucx_ep_native_get(ucx_ep(ep)) != 1) {
             ep->path = RDRP_PATH_AM;
-    } else if (p.data_path != RDRP_PATH_AUTO) ep->path = p.data_path;
-    else ep->path = ep->shm && ep->cma ? RDRP_PATH_CMA : RDRP_PATH_AM;
-    if (ep->path == RDRP_PATH_CMA && !ep->cma) ep->path = RDRP_PATH_AM;
+            why = "UCX has no native get to it (GET would be emulated by active messages)";
+        } else {
+            ep->path = RDRP_PATH_RMA;
+            why = "UCX has a native get to it";
+        }
+    } else if (ep->shm && ep->cma) {
+        ep->path = RDRP_PATH_CMA;
+        why = "on this node with CMA";
+    } else {
+        ep->path = RDRP_PATH_AM;
+        why = ep->shm ? "on this node without CMA" : "on this node without a ring";
+    }
+    if (ep->path == RDRP_PATH_CMA && !ep->cma) {
+        ep->path = RDRP_PATH_AM;
+        why = "CMA asked for, but not available to it";
+    }
     if (!ep->shm) ucx_ep(ep);  /* every message goes through UCX */
     /* the eager limit by what a rendezvous to this peer costs: ring peers
      * copy through shared memory; a remote peer whose rendezvous data
      * moves by active messages pays round trips a copy does not */
     ep->eager_limit = ep->shm ? p.shm_eager_limit : p.eager_limit;
-    if (!ep->shm && ep->remote && ep->path == RDRP_PATH_AM && p.am_eager_limit > ep->eager_limit)
+    const char *eager_from = ep->shm ? "pml_rdrp_shm_eager_limit" : "pml_rdrp_eager_limit";
+    if (!ep->shm && ep->remote && ep->path == RDRP_PATH_AM && p.am_eager_limit > ep->eager_limit) {
         ep->eager_limit = p.am_eager_limit;
-    RDRP_VERBOSE(5, "peer %s: %s, messages by %s, rendezvous data by %s",
+        eager_from = "pml_rdrp_am_eager_limit: a remote peer on the am path";
+    }
+    RDRP_VERBOSE(5, "peer %s: %s, messages by %s, rendezvous data by %s because %s; eager limit %zu (%s)",
                  OPAL_NAME_PRINT(proc->super.proc_name), ep->remote ? "remote" : "on this node",
                  ep->shm ? "shared-memory ring" : "UCX active messages",
-                 ep->path == RDRP_PATH_CMA ? "CMA (single copy)" : ep->path == RDRP_PATH_RMA ? "UCX RMA" : "UCX AM rendezvous");
+                 ep->path == RDRP_PATH_CMA ? "CMA (single copy)" : ep->path == RDRP_PATH_RMA ? "UCX RMA" : "UCX AM rendezvous",
+                 why, (size_t)ep->eager_limit, eager_from);
     return ep;
 }
 

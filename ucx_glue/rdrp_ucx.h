@@ -123,6 +123,11 @@ void               rdrp_ucx_reg_release(rdrp_ucx_region_t *r);
 /* Memory [addr, addr+len) is being released.  Async-signal-light: records
  * the range; the cache drops overlapping regions before its next lookup. */
 void               rdrp_ucx_reg_invalidate(void *addr, size_t len);
+/* Does a region with this id, registered by this process and not yet
+ * deregistered, cover [addr, addr+len)?  For a target that accepts data
+ * for its own registered memory (btl/credit's put by active message): a
+ * forged or stale address is refused, never written. */
+int                rdrp_ucx_reg_covers(uint64_t id, uintptr_t addr, size_t len);
 /* Enable caching (only when the release hooks are installed; otherwise
  * every acquire registers afresh and every release deregisters). */
 void               rdrp_ucx_reg_set_caching(int enabled);

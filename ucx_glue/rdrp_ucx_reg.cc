@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <unordered_map>
 #include <mutex>
 #include <new>
 
@@ -25,6 +26,8 @@ std::map<uintptr_t, region_node *> g_regions;  /* by start address */
 bool g_caching = false;
 uint64_t g_next_id = 1, g_hits, g_misses, g_invalidated;
 uint64_t g_mapped;  /* regions registered and not yet deregistered (cached or held) */
+/* every mapped region by id, cached or not (rdrp_ucx_reg_covers) */
+std::unordered_map<uint64_t, region_node *> g_by_id;
 
 /* pending invalidations from the memory hooks */
 constexpr int kRing = 256;
@@ -37,6 +40,7 @@ void deregister(region_node *n)
 {
     ucp_rkey_buffer_release(n->r.rkey_buf);
     ucp_mem_unmap(rdrp_ucx_context(), n->r.memh);
+    g_by_id.erase(n->r.id);
     --g_mapped;
     delete n;
 }
@@ -103,6 +107,7 @@ region_node *map_new(void *addr, size_t len)
     n->refs = 1;
     n->stale = false;
     ++g_mapped;
+    g_by_id[n->r.id] = n;
     return n;
 }
 
@@ -165,6 +170,16 @@ void rdrp_ucx_reg_invalidate(void *addr, size_t len)
         g_ring_overflow = true;
     }
     g_ring_lock.clear(std::memory_order_release);
+}
+
+int rdrp_ucx_reg_covers(uint64_t id, uintptr_t addr, size_t len)
+{
+    std::lock_guard<std::recursive_mutex> g(g_lock);
+    auto it = g_by_id.find(id);
+    if (it == g_by_id.end()) return 0;
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(it->second->r.addr);
+    /* no overflow: addr >= lo and both lengths are within the region */
+    return addr >= lo && addr - lo <= it->second->r.len && len <= it->second->r.len - (addr - lo);
 }
 
 void rdrp_ucx_reg_set_caching(int enabled)

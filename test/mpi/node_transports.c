@@ -11,6 +11,12 @@
  * packets, which may go to either kind of peer at any time, are counted
  * apart).  Data and status are checked under every PML.
  *
+ * Under ob1 with btl/credit (its counters present): a remote peer over TCP
+ * has no native UCX get, so its large messages go by RPUT, which btl/credit
+ * carries as an active message into the receive buffer, and never by RGET
+ * (emulated GET; issue 21): the remote window counts btl_put operations
+ * for every large message sent and no btl_get.
+ *
  * MPITEST_EXPECT_NODES=N  the job spans N nodes with distinct hostnames
  * MPITEST_EXPECT_REMOTE_PATH=am|rma  data path of a remote rdrp rendezvous
  *   (default am; "rma" when pml_rdrp_data_path rma forces it)
@@ -25,6 +31,9 @@ static const char *const cnames[C_N] = {"pml_rdrp_shm_sent",   "pml_rdrp_ucx_sen
                                         "pml_rdrp_rndv_am",    "pml_rdrp_rndv_rma", "pml_rdrp_rndv_rdrp",
                                         "pml_rdrp_credit_packets", "pml_rdrp_credit_requests"};
 static pvar_t pv[C_N];
+enum { B_PUTS, B_GETS, B_N };
+static const char *const bnames[B_N] = {"btl_credit_puts", "btl_credit_gets"};
+static pvar_t bv[B_N];
 
 static const size_t sizes[] = {0, 8, 1000, 8192, 70000, 1 << 20, 4 * 1048576 + 3};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
@@ -33,6 +42,11 @@ static const size_t sizes[] = {0, 8, 1000, 8192, 70000, 1 << 20, 4 * 1048576 + 3
 static void read_all(unsigned long *v)
 {
     for (int i = 0; i < C_N; i++) v[i] = pvar_read(&pv[i]);
+}
+
+static void read_btl(unsigned long *v)
+{
+    for (int i = 0; i < B_N; i++) v[i] = bv[i].ok ? pvar_read(&bv[i]) : 0;
 }
 
 /* exchange every size with every peer whose node is (local=1) / is not
@@ -86,6 +100,8 @@ int main(int argc, char **argv)
         pvar_open(&pv[i], cnames[i]);
         if (rdrp) CHECK(pv[i].ok, "pml/rdrp counter %s missing", cnames[i]);
     }
+    for (int i = 0; i < B_N; i++) pvar_open(&bv[i], bnames[i]);
+    const int credit = mt_pml_is("ob1") && bv[B_PUTS].ok && bv[B_GETS].ok;
     const char *rp = getenv("MPITEST_EXPECT_REMOTE_PATH"), *lp = getenv("MPITEST_EXPECT_LOCAL_PATH");
     int remote_path = path_index(rp ? rp : "am"), local_path = path_index(lp ? lp : "cma");
 
@@ -101,10 +117,12 @@ int main(int argc, char **argv)
 
     mt_section("peers on other nodes");
     read_all(c);  /* (the barrier's own messages are not in either window) */
-    unsigned long c0[C_N];
+    unsigned long c0[C_N], bt0[B_N], bt1[B_N];
     memcpy(c0, c, sizeof c);
+    read_btl(bt0);
     int sent_remote = exchange(&n, 0, sb, rb);
     read_all(c);
+    read_btl(bt1);
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
     if (rdrp) {
@@ -142,9 +160,17 @@ int main(int argc, char **argv)
                       "(am %lu, rma %lu)", d2[remote_path], rp ? rp : "am", d2[C_RDRP], d2[C_AM], d2[C_RMA]);
         }
     }
+    if (credit && sent_remote > 0) {
+        unsigned long puts = bt1[B_PUTS] - bt0[B_PUTS], gets = bt1[B_GETS] - bt0[B_GETS];
+        if (mt_verbose) printf("[rank %d] btl/credit to remote peers: %lu puts, %lu gets\n", mt_rank, puts, gets);
+        CHECK(puts >= (unsigned long)(NLARGE * nremote), "btl/credit: %lu puts for %d large messages to remote peers "
+              "(RPUT by active message expected where UCX has no native get)", puts, NLARGE * nremote);
+        CHECK(gets == 0, "btl/credit: %lu gets (RGET over emulated GET) for messages to remote peers", gets);
+    }
     free(sb);
     free(rb);
     for (int i = 0; i < C_N; i++) pvar_close(&pv[i]);
+    for (int i = 0; i < B_N; i++) pvar_close(&bv[i]);
     mt_nodes_free(&n);
     MPI_T_finalize();
     return mt_finalize();

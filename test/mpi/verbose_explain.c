@@ -11,7 +11,9 @@
  *    the MPI_T counters say which protocol and data path it really took,
  *    and the row of rank 0's table to rank 1 that covers the size must say
  *    the same.  The table appears exactly once per peer although many
- *    messages went there, and its rows cover 0.. without a gap.
+ *    messages went there, and its rows cover 0.. without a gap.  Each peer
+ *    connected has a "peer ...:" line saying its data path and why, and
+ *    its eager limit and where it comes from (issue 21).
  *  - coll/cdag (when it runs): every compiled plan printed exactly one
  *    "plan:" line (lines == MPI_T coll_cdag_schedules_compiled), each
  *    naming its algorithm, radix, segment and window; with
@@ -204,6 +206,21 @@ int main(int argc, char **argv)
             CHECK(strcmp(rows[0].proto, "eager") == 0 || eager_limit == 0, "table to %d: 0 bytes go by %s",
                   peer, rows[0].proto);
         }
+        int tables = 0, reasons = 0;
+        for (peer = 0; peer < mt_size; peer++) {
+            table_rows(mt_rank, peer, rows, 64, &headers);
+            tables += headers;
+        }
+        for (i = 0; i < nlines; i++) {
+            const char *p = strstr(lines[i], "pml:rdrp: peer ");
+            if (p && strstr(p, "rendezvous data by ")) {
+                ++reasons;
+                CHECK(strstr(p, " because ") && strstr(p, "; eager limit "),
+                      "rank %d: a peer line without its reason or eager limit: %s", mt_rank, p);
+            }
+        }
+        CHECK(reasons >= tables, "rank %d: %d peer lines (data path and why) for %d peers with a table", mt_rank,
+              reasons, tables);
         if (mt_rank == 0) {
             nr = table_rows(0, 1, rows, 64, &headers);
             for (i = 0; i < ns; i++) {

@@ -754,6 +754,33 @@ TEST_F(UcxContext, RegSameAndSubRangeAreHits)
     rdrp_ucx_reg_release(r6);
 }
 
+/* rdrp_ucx_reg_covers (btl/credit's put by active message accepts data
+ * only for its own live registrations): the id and the whole range must
+ * match, the arithmetic must not wrap, and a deregistered id covers
+ * nothing. */
+TEST_F(UcxContext, RegCoversOnlyLiveRegionsInRange)
+{
+    Mapping m(64 * 1024);
+    ASSERT_NE(m.p, nullptr);
+    rdrp_ucx_reg_set_caching(0); /* release deregisters at once */
+    rdrp_ucx_region_t *r = rdrp_ucx_reg_acquire(m.p, m.len);
+    ASSERT_NE(r, nullptr);
+    const uintptr_t a = reinterpret_cast<uintptr_t>(r->addr);
+    const size_t n = r->len;
+    EXPECT_TRUE(rdrp_ucx_reg_covers(r->id, a, n));
+    EXPECT_TRUE(rdrp_ucx_reg_covers(r->id, a + 100, n - 100));
+    EXPECT_TRUE(rdrp_ucx_reg_covers(r->id, a + n, 0)) << "an empty range at the end";
+    EXPECT_FALSE(rdrp_ucx_reg_covers(r->id, a + 100, n - 99)) << "one byte past the end";
+    EXPECT_FALSE(rdrp_ucx_reg_covers(r->id, a - 1, 2)) << "one byte before the start";
+    EXPECT_FALSE(rdrp_ucx_reg_covers(r->id, a + 8, SIZE_MAX)) << "a length that wraps";
+    EXPECT_FALSE(rdrp_ucx_reg_covers(r->id, UINTPTR_MAX, 2)) << "an address that wraps";
+    EXPECT_FALSE(rdrp_ucx_reg_covers(r->id + 1000, a, 1)) << "an id never handed out";
+    const uint64_t id = r->id;
+    rdrp_ucx_reg_release(r);
+    EXPECT_FALSE(rdrp_ucx_reg_covers(id, a, 1)) << "a deregistered region";
+    rdrp_ucx_reg_set_caching(1);
+}
+
 TEST_F(UcxContext, RegIdsUniqueAndNeverReused)
 {
     std::set<uint64_t> ids;

@@ -269,6 +269,33 @@ TEST(WireCheck, BtlCreditFrame)
     EXPECT_NE(btlcredit::check_frame(false, sizeof(h), h, 0, l), nullptr);
 }
 
+TEST(WireCheck, BtlCreditPut)
+{
+    btlcredit::FrameLimits l{4, 0, 4080, 0x40};
+    btl_credit_put_hdr_t h{};
+    h.version = BTL_CREDIT_WIRE_VERSION;
+    h.src = 2;
+    h.region_id = 7;
+    h.addr = 0x10000;
+    EXPECT_EQ(btlcredit::check_put(sizeof(h), h, 1 << 20, l), nullptr) << "larger than a slot is fine: no slot";
+    EXPECT_NE(btlcredit::check_put(sizeof(h) - 1, h, 10, l), nullptr);
+    EXPECT_NE(btlcredit::check_put(sizeof(btl_credit_hdr_t), h, 10, l), nullptr) << "a data header";
+    h.addr = UINT64_MAX - 9;
+    EXPECT_EQ(btlcredit::check_put(sizeof(h), h, 9, l), nullptr);
+    EXPECT_NE(btlcredit::check_put(sizeof(h), h, 11, l), nullptr) << "wraps";
+    h.addr = 0x10000;
+    h.region_id = 0;
+    EXPECT_NE(btlcredit::check_put(sizeof(h), h, 10, l), nullptr) << "no registration";
+    h.region_id = 7;
+    h.src = 0;
+    EXPECT_NE(btlcredit::check_put(sizeof(h), h, 10, l), nullptr) << "from ourselves";
+    h.src = 4;
+    EXPECT_NE(btlcredit::check_put(sizeof(h), h, 10, l), nullptr) << "past the job";
+    h.src = 1;
+    h.version = BTL_CREDIT_WIRE_VERSION + 1;
+    EXPECT_NE(btlcredit::check_put(sizeof(h), h, 10, l), nullptr);
+}
+
 TEST(WireCheck, CdagPacket)
 {
     cdag_svc::AmHdr h{5, 1, 2, 3, 4, 0};
