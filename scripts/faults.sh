@@ -152,7 +152,11 @@ fault() {
         [ $rc -eq 0 ] || why="$why; mpirun exited $rc"
     else
         [ $rc -ne 0 ] || why="$why; mpirun exited 0"
-        grep -qE "rank $victim |rank $victim\b|PID $vpid|\[\[[0-9]+,[0-9]+\],$victim\]|vpid $victim\b" "$log" ||
+        # "pid=N": UCX's own fatal message when a survivor's CMA read of the
+        # killed process's memory fails (on-node UCX endpoints are in error
+        # mode NONE, since PEER mode drops the shared-memory transports in
+        # UCX 1.13): it names the process and the job ends at once
+        grep -qE "rank $victim |rank $victim\b|PID $vpid|pid=$vpid\b|\[\[[0-9]+,[0-9]+\],$victim\]|vpid $victim\b" "$log" ||
             why="$why; output does not name rank $victim / pid $vpid"
         # a stop is only seen by pml/rdrp's watch: its message, nothing else
         [ "$sig" != STOP ] || grep -qE "rank $victim \(pid $vpid\) has been stopped \(SIGSTOP\)" "$log" ||
