@@ -314,36 +314,24 @@ uint32_t cdag_glue_comm_next_sched(cdag_glue_comm_t *c)
     return c->next_sched++;
 }
 
-/* spare op i of c, rebound to a new call */
-static cdag_glue_op_t *take_spare(Comm *c, size_t i, uint32_t sched, const cdag::ReduceFn &rf)
-{
-    cdag_glue_op *op = c->spare[i];
-    c->spare.erase(c->spare.begin() + static_cast<std::ptrdiff_t>(i));  // keeps the age order
-    op->ex->rebind(sched, rf);
-    op->compiled = false;
-    ++cdag_glue_stats.cache_hits;
-    return op;
-}
-
-/* A finished op of a fixed-size call (no counts arrays), compared field
- * by field, most recently freed first, before any hashing (callgrind, 8 B
- * bcast at np 2: hash, match and the scan were 150 of 1330 instructions
- * per call); reuse_spare would find no other. */
-static cdag_glue_op_t *reuse_fixed(Comm *c, const cdag::PlanKeyView &key, uint32_t sched, const cdag::ReduceFn &rf)
-{
-    Lock l;
-    for (size_t i = c->spare.size(); i-- > 0;)
-        if (c->spare[i]->key.matches_fixed(key)) return take_spare(c, i, sched, rf);
-    return nullptr;
-}
-
-/* A finished op built for the same call, rebound to this one. */
-static cdag_glue_op_t *reuse_spare(Comm *c, const cdag::PlanKeyView &key, uint64_t h, uint32_t sched,
+/* A finished op built for the same call, rebound to this one; most
+ * recently freed first.  h: the key's hash for a v-variant call; null for
+ * a fixed-size call (no counts arrays), compared field by field with no
+ * hashing (callgrind, 8 B bcast at np 2: hash, match and the scan were 150
+ * of 1330 instructions per call). */
+static cdag_glue_op_t *reuse_spare(Comm *c, const cdag::PlanKeyView &key, const uint64_t *h, uint32_t sched,
                                    const cdag::ReduceFn &rf)
 {
     Lock l;
-    for (size_t i = c->spare.size(); i-- > 0;)  // most recently freed first
-        if (c->spare[i]->key.matches(key, h)) return take_spare(c, i, sched, rf);
+    for (size_t i = c->spare.size(); i-- > 0;) {
+        cdag_glue_op *op = c->spare[i];
+        if (!(h ? op->key.matches(key, *h) : op->key.matches_fixed(key))) continue;
+        c->spare.erase(c->spare.begin() + static_cast<std::ptrdiff_t>(i));  // keeps the age order
+        op->ex->rebind(sched, rf);
+        op->compiled = false;
+        ++cdag_glue_stats.cache_hits;
+        return op;
+    }
     return nullptr;
 }
 
@@ -414,12 +402,12 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
     cdag::ReduceFn rf;
     rf.fn = fn;
     rf.ctx = fn_ctx;
-    const bool fixed = !key.is_v();
-    if (fixed)
-        if (cdag_glue_op_t *op = reuse_fixed(c, key, sched, rf)) return op;
+    const bool v = key.is_v();
+    if (!v)
+        if (cdag_glue_op_t *op = reuse_spare(c, key, nullptr, sched, rf)) return op;
     const uint64_t h = key.hash();
-    if (!fixed)
-        if (cdag_glue_op_t *op = reuse_spare(c, key, h, sched, rf)) return op;
+    if (v)
+        if (cdag_glue_op_t *op = reuse_spare(c, key, &h, sched, rf)) return op;
     std::shared_ptr<const cdag::Plan> plan;
     bool compiled = false;
     {

@@ -158,7 +158,8 @@ void req_release(Request *r)
 /* Does completing r hand control back to the application?  Yes when r
  * is the last request its waiter waits for (MPI_Wait, the last of an
  * MPI_Waitall: its wait-sync's count is 1), and when nobody waits on it
- * (an MPI_Test loop looks at it after this progress pass).  The last
+ * (an MPI_Test loop looks at it after this progress pass; MPI_Recv's
+ * own spin loop).  The last
  * completion of a Waitall ends a ring pass (transport_progress); the
  * others must not: a window of 64 receives completed one per pass meets
  * the producer in lock step, one shared cache line per message (half the
@@ -166,7 +167,7 @@ void req_release(Request *r)
 static bool ends_a_wait(const Request *r)
 {
     void *state = const_cast<void *>(r->ompi.req_complete);
-    if (state == REQUEST_PENDING || r == g.blocking_recv) return true;
+    if (state == REQUEST_PENDING) return true;  /* also the reused MPI_Recv request: no wait-sync */
     if (state == REQUEST_COMPLETED) return false;
     /* the count is another thread's only under MPI_THREAD_MULTIPLE; a
      * stale read merely ends a pass early or late */
