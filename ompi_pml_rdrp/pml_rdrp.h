@@ -36,11 +36,9 @@ typedef struct mca_pml_rdrp_params {
     int    rndv_protocol;      /* RDRP_RNDV_* */
     size_t get_limit;          /* auto: largest rendezvous message sent by the get protocol */
     int    put_poll_value;     /* put: -1 random per message, else this fixed byte */
-    int    data_path;          /* RDRP_PATH_* for every peer (auto: by locality) */
+    int    data_path;          /* RDRP_PATH_* for every peer (auto: per peer, transport_connect) */
     int    shm;                /* peers on this node through shared-memory rings and CMA */
     size_t shm_ring_size;      /* bytes of one ring (one per local sender) */
-    int    data_path_local;    /* resolved choice for on-node peers under auto */
-    int    data_path_remote;   /* resolved choice for off-node peers under auto */
     size_t auto_rma_min;       /* auto, on-node: messages this large switch from am to rma */
     int    progress_iterations;/* iprobe misses between opal_progress calls */
     int    credit;             /* gate eager data with credits (issue 4) */

@@ -460,8 +460,6 @@ static int rdrp_open(void)
     /* measured on shared memory with UCX 1.13: UCX's AM rendezvous is true
      * zero-copy (cma), while ucp_get_nbx on user memory is emulated through
      * the sender's progress; off-node, GET is real RDMA on IB/RoCE. */
-    p->data_path_local = (p->data_path == RDRP_PATH_AUTO) ? RDRP_PATH_AM : p->data_path;
-    p->data_path_remote = (p->data_path == RDRP_PATH_AUTO) ? RDRP_PATH_RMA : p->data_path;
 
     p->output = opal_output_open(NULL);
     opal_output_set_verbosity(p->output, p->verbose);

@@ -355,11 +355,13 @@ extern "C" mca_pml_base_module_t *mca_pml_rdrp_init(int *priority, bool enable_p
         return nullptr;
     }
     *priority = mca_pml_rdrp_params.priority;
-    RDRP_VERBOSE(2, "init: eager_limit %zu chunk %zu window %d path local=%s remote=%s",
-                 mca_pml_rdrp_params.eager_limit, mca_pml_rdrp_params.chunk_size,
-                 mca_pml_rdrp_params.max_outstanding,
-                 mca_pml_rdrp_params.data_path_local == RDRP_PATH_AM ? "am" : "rma",
-                 mca_pml_rdrp_params.data_path_remote == RDRP_PATH_AM ? "am" : "rma");
+    /* under auto each peer's data path is chosen when it connects
+     * (transport_connect, verbose 5 says which and why) */
+    static const char *const path_names[] = {"auto (per peer)", "rma", "am", "cma"};
+    const int dp = mca_pml_rdrp_params.data_path;
+    RDRP_VERBOSE(2, "init: eager_limit %zu chunk %zu window %d data path %s", mca_pml_rdrp_params.eager_limit,
+                 mca_pml_rdrp_params.chunk_size, mca_pml_rdrp_params.max_outstanding,
+                 dp >= 0 && dp <= 3 ? path_names[dp] : "?");
     return &rdrp_module;
 }
 
