@@ -250,6 +250,8 @@ cmd_of() {
         local max=$MAXB_P2P
         [[ ${B_KIND[$b]} == coll ]] && max=$MAXB_COLL
         args="-m 1:$max"
+        # latency from 0 B, as OSU's own default and issue 13's table run it
+        [[ $b == osu_latency ]] && args="-m 0:$max"
         [[ $b == osu_barrier ]] && args=""
         if (( chk )); then
             args+=" -c -i 20 -x 5"
