@@ -163,6 +163,15 @@ int ring_send(Comm *c, cdag::Executor &ex, cdag::VertexId v, RingPeer *rp, const
     return 0;
 }
 
+bool ring_push_now(RingPeer *rp, const AmHdr &h, const void *buf, uint64_t len)
+{
+    if (!rp->backlog.empty() || !rp->np.tx.push(kRingMsg, &h, sizeof(h), buf, len)) return false;
+    ++cdag_glue_stats.msgs_sent;
+    cdag_glue_stats.bytes_sent += len;
+    ++cdag_glue_stats.ring_sent;
+    return true;
+}
+
 void ring_forget(const cdag::Executor *ex)
 {
     for (size_t i = 0; i < G.backlogged.size();) {
