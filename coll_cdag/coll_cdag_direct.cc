@@ -251,7 +251,7 @@ extern "C" {
 
 cdag_glue_direct_t *cdag_glue_direct_find(cdag_glue_comm_t *c, const cdag_glue_spec_t *s)
 {
-    if (G.lock_on || G.throttling || !G.ring_limit || s->count * (s->elem_size ? s->elem_size : 1) > G.cfg.direct_limit ||
+    if (G.lock_on || G.throttling || !G.ring_limit || !G.cfg.direct_limit || s->count * (s->elem_size ? s->elem_size : 1) > G.cfg.direct_limit ||
         s->counts || s->displs || s->rcounts || s->rdispls)
         return nullptr;
     for (DirectEntry &e : c->direct)

@@ -128,12 +128,16 @@ int main(int argc, char **argv)
     mt_init(&argc, &argv, "cdag_direct");
     rank = mt_rank;
     size = mt_size;
-    pvar_open(&direct, "coll_cdag_direct_runs");
-    if (!direct.ok) {
+    pvar_t runs;
+    pvar_open(&runs, "coll_cdag_runs");
+    if (!runs.ok) {
         if (rank == 0) printf("cdag_direct: coll/cdag's MPI_T variables are not there: nothing to check\n");
         MPI_T_finalize();
         return mt_finalize();
     }
+    pvar_close(&runs);
+    pvar_open(&direct, "coll_cdag_direct_runs");
+    CHECK(direct.ok, "coll/cdag without its MPI_T variable coll_cdag_direct_runs");
     int expect = getenv("MPITEST_EXPECT_DIRECT") && atoi(getenv("MPITEST_EXPECT_DIRECT"));
     long long limit = 0;
     (void)cvar_int("coll_cdag_direct_limit", &limit);
