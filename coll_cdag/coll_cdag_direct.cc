@@ -254,11 +254,18 @@ cdag_glue_direct_t *cdag_glue_direct_find(cdag_glue_comm_t *c, const cdag_glue_s
     if (G.lock_on || G.throttling || !G.ring_limit || !G.cfg.direct_limit || s->count * (s->elem_size ? s->elem_size : 1) > G.cfg.direct_limit ||
         s->counts || s->displs || s->rcounts || s->rdispls)
         return nullptr;
-    for (DirectEntry &e : c->direct)
-        if (same_shape(e, s)) return e.fits ? reinterpret_cast<cdag_glue_direct_t *>(&e) : nullptr;
+    /* a loop of one collective finds its shape at once */
+    if (DirectEntry &e = c->direct[c->direct_last]; same_shape(e, s))
+        return e.fits ? reinterpret_cast<cdag_glue_direct_t *>(&e) : nullptr;
+    for (size_t i = 0; i < kDirectShapes; ++i)
+        if (DirectEntry &e = c->direct[i]; same_shape(e, s)) {
+            c->direct_last = i;
+            return e.fits ? reinterpret_cast<cdag_glue_direct_t *>(&e) : nullptr;
+        }
     std::shared_ptr<const cdag::Plan> plan = cached_plan(c, s);
     if (!plan) return nullptr;  // its first call compiles it (executor path)
     DirectEntry &e = c->direct[c->direct_next];
+    c->direct_last = c->direct_next;
     c->direct_next = (c->direct_next + 1) % kDirectShapes;
     e.coll = s->coll;
     e.root = s->root;

@@ -136,6 +136,7 @@ struct cdag_glue_comm {
     std::vector<cdag_glue_op *> spare;  // finished ops, reused by later calls of the same key
     cdag_svc::DirectEntry direct[cdag_svc::kDirectShapes];  // call shapes of the direct path
     size_t direct_next = 0;                                  // the entry replaced next
+    size_t direct_last = 0;                                  // the entry the last call found (tried first)
     cdag_throttle_t *pool = nullptr;  // node token pool of this communicator (throttle node)
     cdag_svc::Tr tr;
     cdag_glue_comm() : tr(this) { cdag_comm_track(this, true); }
