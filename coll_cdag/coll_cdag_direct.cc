@@ -222,6 +222,14 @@ bool fits(const Comm *c, const cdag::Plan &p)
 
 }  // namespace
 
+bool direct_satisfied()
+{
+    const DirectRun &r = *G.direct;
+    for (unsigned i = 0; i < r.n; ++i)
+        if (r.w[i].state == 0) return false;
+    return true;
+}
+
 bool direct_take(const Key &k, const void *data, uint64_t len, bool rndv)
 {
     DirectWait *w = find_wait(k);

@@ -235,6 +235,8 @@ bool runs_on_rings(const Comm *c, const cdag::Plan &plan);
  * non-null): taken (copied into place) and true, else false.  rndv: data is
  * UCX's rendezvous descriptor (pulled into place). */
 bool direct_take(const Key &k, const void *data, uint64_t len, bool rndv);
+/* the direct run waiting now waits for no message it has posted */
+bool direct_satisfied();
 
 /* coll_cdag_ring.cc */
 struct RingPending {
