@@ -601,6 +601,21 @@ static void final_pass(void)
     in_final_pass = 0;
 }
 
+/* The end of a blocking call on either path: rc an OMPI_* error from
+ * before it ran, else done is the run's (1 done, else failed); the
+ * end-of-call pass if it waited, the result unpacked, the request back to
+ * the pool. */
+static int end_blocking(mca_coll_cdag_request_t *r, ompi_communicator_t *comm, int rc, int done, int waited)
+{
+    if (waited) final_pass();
+    if (rc == OMPI_SUCCESS && done == 1) unpack_result(r, comm);
+    else if (rc == OMPI_SUCCESS) rc = OMPI_ERROR;
+    drop_run(r);
+    drop_args(r, 0);
+    request_put(r);
+    return rc;
+}
+
 /* A blocking call: nothing of it outlives the call, so it needs no MPI
  * request (no communicator retain, no request init or completion) and no
  * place on the active list (no list lock, no walk of the other runs):
@@ -634,14 +649,9 @@ static int run_blocking(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
          * pass hands it to the PML before the program's next call
          * (test bsend_after_barrier, MPICH threads/pt2pt/mt_bsendrecv_huge:
          * MPI_ERR_BUFFER in the Bsend after the barrier). */
-        if (turn > 0) final_pass();
-        if (done == 1) unpack_result(r, comm);
-        else rc = OMPI_ERROR;
+        return end_blocking(r, comm, rc, done, turn > 0);
     }
-    drop_run(r);
-    drop_args(r, 0);
-    request_put(r);
-    return rc;
+    return end_blocking(r, comm, rc, 0, 0);
 }
 
 static void other_progress(void) { opal_progress(); }
@@ -652,18 +662,11 @@ static void other_progress(void) { opal_progress(); }
 static int run_direct(mca_coll_cdag_request_t *r, ompi_communicator_t *comm, cdag_glue_direct_t *d, uint32_t sched)
 {
     int rc = stage_buffers(r, comm);
-    if (rc == OMPI_SUCCESS) {
-        int waited = 0;
-        int done = cdag_glue_direct_run(r->module->gc, d, sched, is_reduction(r->call.coll) ? reduce_cb : NULL, r,
-                                        r->run_sbuf, r->run_rbuf, other_progress, &waited);
-        if (waited) final_pass();
-        if (done == 1) unpack_result(r, comm);
-        else rc = OMPI_ERROR;
-    }
-    drop_run(r);
-    drop_args(r, 0);
-    request_put(r);
-    return rc;
+    if (rc != OMPI_SUCCESS) return end_blocking(r, comm, rc, 0, 0);
+    int waited = 0;
+    int done = cdag_glue_direct_run(r->module->gc, d, sched, is_reduction(r->call.coll) ? reduce_cb : NULL, r,
+                                    r->run_sbuf, r->run_rbuf, other_progress, &waited);
+    return end_blocking(r, comm, rc, done, waited);
 }
 
 /* ------------------------------------------------------------ the run */
