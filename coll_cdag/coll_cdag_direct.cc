@@ -283,11 +283,15 @@ cdag_glue_direct_t *cdag_glue_direct_find(cdag_glue_comm_t *c, const cdag_glue_s
     e.in_place = s->in_place;
     e.fits = fits(c, *plan);
     e.plan = e.fits ? std::move(plan) : nullptr;
-    e.scratch_mem.reset();
     e.scratch = nullptr;
     if (e.fits && e.plan->scratch_bytes) {
-        count_alloc();
-        e.scratch_mem.reset(new (std::nothrow) char[e.plan->scratch_bytes + 63]);
+        /* a program cycling through more shapes than kDirectShapes
+         * reuses the slot's scratch: no allocation per call */
+        if (e.scratch_cap < e.plan->scratch_bytes + 63) {
+            count_alloc();
+            e.scratch_mem.reset(new (std::nothrow) char[e.plan->scratch_bytes + 63]);
+            e.scratch_cap = e.scratch_mem ? e.plan->scratch_bytes + 63 : 0;
+        }
         if (!e.scratch_mem) {
             e.fits = false;
             e.plan = nullptr;

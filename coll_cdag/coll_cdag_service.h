@@ -110,7 +110,8 @@ struct DirectEntry {
     uint64_t count = 0, elem_size = 0;
     bool fits = false;  // ring-only, every message within the direct limit, few vertices
     std::shared_ptr<const cdag::Plan> plan;
-    std::unique_ptr<char[]> scratch_mem;
+    std::unique_ptr<char[]> scratch_mem;  // kept when the entry gets another shape: grown only
+    size_t scratch_cap = 0;
     char *scratch = nullptr;  // 64-byte aligned, plan->scratch_bytes
 };
 inline constexpr size_t kDirectShapes = 8;        // call shapes a communicator remembers
