@@ -111,7 +111,7 @@ bool take_parked(DirectWait *w)
 
 /* the blocking direct run of plan e on c */
 int run(Comm *c, DirectEntry &e, uint32_t sched, cdag_glue_reduce_fn_t fn, void *fn_ctx, const void *sbuf,
-        void *rbuf, void (*other_progress)(void), int *waited)
+        void *rbuf, void (*other_progress)(void), unsigned other_every, int *waited)
 {
     const cdag::Plan &p = *e.plan;
     const size_t n = p.num_vertices();
@@ -182,7 +182,7 @@ int run(Comm *c, DirectEntry &e, uint32_t sched, cdag_glue_reduce_fn_t fn, void 
         if (!remaining) break;
         /* wait as cdag_glue_op_wait_turn waits for a ring-only run: the
          * rings every turn, the UCX worker every 16th (then what another
-         * pass parked), the rest of Open MPI every 64th */
+         * pass parked), the rest of Open MPI every other_every-th */
         *waited = 1;
         ++cdag_glue_stats.wait_turns;
         ring_progress();
@@ -192,7 +192,7 @@ int run(Comm *c, DirectEntry &e, uint32_t sched, cdag_glue_reduce_fn_t fn, void 
             for (unsigned i = 0; i < r.n; ++i)
                 if (r.w[i].state == 0 && take_parked(&r.w[i]) && r.w[i].state != 3) ++r.arrived;
         }
-        if (turn % 64 == 63 && other_progress) other_progress();
+        if ((turn + 1) % other_every == 0 && other_progress) other_progress();
         ++turn;
     }
     /* a failed run may still have a pull into a waiting buffer (and into
@@ -304,10 +304,12 @@ cdag_glue_direct_t *cdag_glue_direct_find(cdag_glue_comm_t *c, const cdag_glue_s
 }
 
 int cdag_glue_direct_run(cdag_glue_comm_t *c, cdag_glue_direct_t *d, uint32_t sched, cdag_glue_reduce_fn_t fn,
-                         void *fn_ctx, const void *sendbuf, void *recvbuf, void (*other_progress)(void), int *waited)
+                         void *fn_ctx, const void *sendbuf, void *recvbuf, void (*other_progress)(void),
+                         unsigned other_every, int *waited)
 {
     *waited = 0;
-    return run(c, *reinterpret_cast<DirectEntry *>(d), sched, fn, fn_ctx, sendbuf, recvbuf, other_progress, waited);
+    return run(c, *reinterpret_cast<DirectEntry *>(d), sched, fn, fn_ctx, sendbuf, recvbuf, other_progress,
+               other_every ? other_every : 64, waited);
 }
 
 }  // extern "C"

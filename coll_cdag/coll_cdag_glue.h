@@ -183,13 +183,13 @@ void cdag_glue_op_free(cdag_glue_op_t *op);
  * whose every message goes by a ring and is at most the direct limit; no
  * lock, no throttling), else NULL (the op path).  cdag_glue_direct_run:
  * the whole blocking run with schedule id sched (the communicator's next,
- * as for an op), other_progress called every 64th turn of its wait;
+ * as for an op), other_progress called every other_every-th turn of its wait;
  * *waited 1 if it waited at all.  1 done, < 0 failed. */
 typedef struct cdag_glue_direct cdag_glue_direct_t;
 cdag_glue_direct_t *cdag_glue_direct_find(cdag_glue_comm_t *c, const cdag_glue_spec_t *spec);
 int cdag_glue_direct_run(cdag_glue_comm_t *c, cdag_glue_direct_t *d, uint32_t sched, cdag_glue_reduce_fn_t fn,
                          void *fn_ctx, const void *sendbuf, void *recvbuf, void (*other_progress)(void),
-                         int *waited);
+                         unsigned other_every, int *waited);
 
 /* Inline progress (also safe to call with the engine thread running). */
 int cdag_glue_progress(void);

@@ -601,6 +601,12 @@ static void final_pass(void)
     in_final_pass = 0;
 }
 
+/* A blocking wait passes the rest of Open MPI every 64th turn; with
+ * mpi_yield_when_idle (more ranks than cores: mpirun sets it when
+ * oversubscribed) every turn, so that opal_progress() yields the core to
+ * the rank being waited for instead of spinning out a time slice. */
+static int other_progress_every(void) { return opal_progress_yield_when_idle ? 1 : 64; }
+
 /* The end of a blocking call on either path: rc an OMPI_* error from
  * before it ran, else done is the run's (1 done, else failed); the
  * end-of-call pass if it waited, the result unpacked, the request back to
@@ -632,9 +638,10 @@ static int run_blocking(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
          * cdag_glue_op_wait_turn); the rest of Open MPI (the PML's
          * progress, other components) every 64th, as before */
         int done = cdag_glue_op_test(r->op), spins = 0;  /* done in its start: no pass at all */
+        const int every = other_progress_every();
         unsigned turn = 0;
         while (done == 0) {
-            if (++spins == 64) {
+            if (++spins == every) {
                 spins = 0;
                 opal_progress();
             }
@@ -665,7 +672,8 @@ static int run_direct(mca_coll_cdag_request_t *r, ompi_communicator_t *comm, cda
     if (rc != OMPI_SUCCESS) return end_blocking(r, comm, rc, 0, 0);
     int waited = 0;
     int done = cdag_glue_direct_run(r->module->gc, d, sched, is_reduction(r->call.coll) ? reduce_cb : NULL, r,
-                                    r->run_sbuf, r->run_rbuf, other_progress, &waited);
+                                    r->run_sbuf, r->run_rbuf, other_progress, (unsigned)other_progress_every(),
+                                    &waited);
     return end_blocking(r, comm, rc, done, waited);
 }
 
