@@ -28,6 +28,7 @@ MAX_COLL=1M
 PMLS="rdrp ucx ob1"
 COLL_PMLS="rdrp ucx ob1"
 COLLS="cdag tuned"
+EXTRA_COLL=()
 BENCHMARKS=""
 COMPONENT_PATH=""
 MPIRUN_ARGS=""
@@ -60,6 +61,11 @@ Configurations
   --colls LIST       collective components (default "cdag tuned"; also cdagucx:
                      coll/cdag without its shared-memory rings): each
                      collective benchmark runs under every COLL+PML pair
+  --coll-config NAME=ARGS  one more collective configuration for --colls
+                     (repeatable): NAME runs with mpirun ARGS, e.g. an older
+                     build of coll/cdag interleaved with the current one:
+                     "cdagold=--mca coll_cdag_priority 100 --mca
+                     mca_base_component_path SYS_DEFAULT:/old/.libs"
   --component-path DIR  where mca_pml_rdrp.so etc. are (default: wherever
                      Open MPI finds them: installed package, environment)
   --mpirun-args ARGS extra mpirun arguments for every run
@@ -94,6 +100,7 @@ while [[ $# -gt 0 ]]; do
     --pmls)         PMLS=$2; shift ;;
     --coll-pmls)    COLL_PMLS=$2; shift ;;
     --colls)        COLLS=$2; shift ;;
+    --coll-config)  [[ $2 == *=* ]] || die "--coll-config wants NAME=ARGS"; EXTRA_COLL+=("$2"); shift ;;
     --component-path) COMPONENT_PATH=$2; shift ;;
     --mpirun-args)  MPIRUN_ARGS=$2; shift ;;
     --rt)           RT=1 ;;
@@ -197,6 +204,7 @@ declare -A PML_ARGS=(
 )
 # cdagucx: coll/cdag with every schedule message over UCX (no shared-memory rings)
 declare -A COLL_ARGS=([cdag]="--mca coll_cdag_priority 100" [cdagucx]="--mca coll_cdag_priority 100 --mca coll_cdag_ring 0" [tuned]="")
+for e in "${EXTRA_COLL[@]}"; do COLL_ARGS[${e%%=*}]=${e#*=}; done
 for p in $PMLS $COLL_PMLS; do [[ -n ${PML_ARGS[$p]+x} ]] || die "unknown PML '$p' (rdrp ucx ob1)"; done
 for c in $COLLS; do [[ -n ${COLL_ARGS[$c]+x} ]] || die "unknown collective component '$c' (cdag cdagucx tuned)"; done
 P2P_CFGS=($PMLS)

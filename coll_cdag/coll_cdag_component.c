@@ -83,7 +83,8 @@ static const char *algo_words[CDAG_NCOLL] = {
 static char *coll_list = NULL;
 static char *algo_values[CDAG_NCOLL];
 static char *progress_value = NULL;
-static unsigned long long seg_size = 0, eager_size = 8192, eager_limit = 65536, ring_limit = 131072;
+static unsigned long long seg_size = 0, eager_size = 8192, eager_limit = 65536, ring_limit = 131072,
+    direct_limit = 1024;
 static int ring_on = 1;
 static mca_base_var_enum_t *progress_enum = NULL;
 static char *throttle_value = NULL;
@@ -99,7 +100,7 @@ static unsigned long long throttle_bpt;
 #define ANY_SIZE 0x7fffffffffffffffULL
 #define COLL_WORDS "all|barrier|bcast|reduce|allreduce|gather|scatter|allgather|alltoall|" \
     "reduce_scatter_block|reduce_scatter|scan|exscan|gatherv|scatterv|allgatherv|alltoallv"
-enum { N_FIXED_RULES = 21 };
+enum { N_FIXED_RULES = 22 };
 static rdrp_param_rule_t param_rules[N_FIXED_RULES + CDAG_NCOLL] = {
     C_INT("priority", mca_coll_cdag_params.priority, -1, 100),
     C_INT("finalize_check", mca_coll_cdag_params.finalize_check, 0, 2),
@@ -114,6 +115,7 @@ static rdrp_param_rule_t param_rules[N_FIXED_RULES + CDAG_NCOLL] = {
     C_ULL("eager_limit", eager_limit, 16ULL << 20),
     C_INT("ring", ring_on, 0, 1),
     C_ULL("ring_limit", ring_limit, 4ULL << 20),
+    C_ULL("direct_limit", direct_limit, 4096),
     C_WORD("throttle", throttle_value, "off|rank|node"),
     C_INT("throttle_rank_limit", throttle_rank_limit, 0, 1 << 20),
     C_INT("throttle_node_tokens", throttle_node_tokens, 1, 1 << 20),
@@ -213,6 +215,16 @@ static int cdag_register(void)
         "the limit used is lower (coll_cdag_verbose 2 prints it)"),
         MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5,
         MCA_BASE_VAR_SCOPE_READONLY, &ring_limit);
+    /* 1 KiB: every ring holds it however many ranks share the node
+     * (coll_cdag_ring.cc kMustFit); above 4 KiB UCX may choose rendezvous */
+    direct_limit = 1024;
+    (void)mca_base_component_var_register(c, "direct_limit", help_with_range("direct_limit", "Blocking "
+        "collectives whose every message goes through a shared-memory ring and is at most this many bytes "
+        "run on the direct path: the cached plan is walked in place and its messages pushed into the rings, "
+        "with no operation object and no executor (same messages, so it mixes with the executor path); "
+        "0: never (inline progress only; not under token throttling or MPI_THREAD_MULTIPLE)"),
+        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5,
+        MCA_BASE_VAR_SCOPE_READONLY, &direct_limit);
     throttle_value = "off";
     (void)mca_base_component_var_register(c, "throttle", help_with_range("throttle", "Token throttling of schedule messages (admission control before injection): off, rank "
         "(at most coll_cdag_throttle_rank_limit messages in flight per rank), or node (also a "
@@ -294,7 +306,7 @@ static void register_pvars(void)
              &cdag_glue_stats.schedules_compiled);
     reg_pvar("cache_hits", "Collective calls that reused a cached compiled schedule",
              &cdag_glue_stats.cache_hits);
-    reg_pvar("runs", "Schedule executions started", &cdag_glue_stats.runs);
+    reg_pvar("runs", "Schedule executions started (by an executor, or on the direct path)", &cdag_glue_stats.runs);
     reg_pvar("messages_sent", "Schedule messages injected", &cdag_glue_stats.msgs_sent);
     reg_pvar("bytes_sent", "Schedule payload bytes injected", &cdag_glue_stats.bytes_sent);
     reg_pvar("unexpected", "Messages that arrived before their receive vertex fired",
@@ -348,6 +360,8 @@ static void register_pvars(void)
     reg_pvar("wait_ucx_passes", "Turns of blocking collectives' waits that also progressed the UCX worker: "
              "every turn of a run with messages over UCX, every 16th of a run whose messages all go "
              "through rings", &cdag_glue_stats.wait_ucx_passes);
+    reg_pvar("direct_runs", "Blocking collective runs of the direct path (coll_cdag_direct_limit: tiny "
+             "ring-only calls, no operation object or executor); counted in runs too", &cdag_glue_stats.direct_runs);
 }
 
 /* A ring of ours was stopped by a malformed entry (cfg.ring_fatal): the
@@ -459,6 +473,7 @@ static int cdag_open(void)
     cfg.plan_cache_v = (size_t)v_plan_cache;
     cfg.ring = ring_on;
     cfg.ring_limit = (uint64_t)ring_limit;
+    cfg.direct_limit = (uint64_t)direct_limit;
     cfg.jobid = OMPI_PROC_MY_NAME->jobid;
     cfg.ring_fatal = ring_fatal;
     for (int i = 0; i < CDAG_NCOLL; ++i) {

@@ -55,6 +55,8 @@ typedef struct cdag_glue_config {
     int      ring;            /* 1: messages up to ring_limit to a local peer go through its ring */
     uint64_t ring_limit;      /* largest payload through a ring (shrinks with many local ranks) */
     uint32_t jobid;           /* a ring only to peers of this job */
+    uint64_t direct_limit;    /* blocking calls whose messages all go by rings and are at most this
+                               * big skip op and executor (coll_cdag_direct.cc); 0: never */
     /* a ring was stopped by a malformed entry (nothing of it was used):
      * the component reports it and ends the job */
     void   (*ring_fatal)(const char *why, int local_rank);
@@ -90,6 +92,7 @@ typedef struct cdag_glue_stats {
     uint64_t rndv_held;        /* rendezvous arrivals held unpulled until their receive was posted (no early buffer free) */
     uint64_t wait_turns;       /* progress turns of blocking calls' waits (cdag_glue_op_wait_turn) */
     uint64_t wait_ucx_passes;  /* of those, turns that passed the UCX worker too (ring-only runs: every 16th) */
+    uint64_t direct_runs;      /* blocking runs of the direct path (no op, no executor; counted in runs too) */
 } cdag_glue_stats_t;
 extern cdag_glue_stats_t cdag_glue_stats;
 
@@ -172,6 +175,21 @@ int  cdag_glue_op_test(cdag_glue_op_t *op);
  * when op has messages over UCX, else on every 16th turn. */
 int  cdag_glue_op_wait_turn(cdag_glue_op_t *op, unsigned turn);
 void cdag_glue_op_free(cdag_glue_op_t *op);
+
+/* The direct path of a tiny blocking call (coll_cdag_direct.cc): its
+ * plan walked in place, sends pushed into the peers' rings, no op and no
+ * executor, the same messages as the executor's.  cdag_glue_direct_find:
+ * the call shape's entry if this call can take it (a plan in c's cache
+ * whose every message goes by a ring and is at most the direct limit; no
+ * lock, no throttling), else NULL (the op path).  cdag_glue_direct_run:
+ * the whole blocking run with schedule id sched (the communicator's next,
+ * as for an op), other_progress called every other_every-th turn of its wait;
+ * *waited 1 if it waited at all.  1 done, < 0 failed. */
+typedef struct cdag_glue_direct cdag_glue_direct_t;
+cdag_glue_direct_t *cdag_glue_direct_find(cdag_glue_comm_t *c, const cdag_glue_spec_t *spec);
+int cdag_glue_direct_run(cdag_glue_comm_t *c, cdag_glue_direct_t *d, uint32_t sched, cdag_glue_reduce_fn_t fn,
+                         void *fn_ctx, const void *sendbuf, void *recvbuf, void (*other_progress)(void),
+                         unsigned other_every, int *waited);
 
 /* Inline progress (also safe to call with the engine thread running). */
 int cdag_glue_progress(void);

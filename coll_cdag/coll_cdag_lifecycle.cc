@@ -335,12 +335,43 @@ static cdag_glue_op_t *reuse_spare(Comm *c, const cdag::PlanKeyView &key, const 
     return nullptr;
 }
 
+}  // extern "C"
+
+/* The call's key, its counts and displacements where the caller has
+ * them: a repeated call (v-variants too) is found without allocating. */
+static cdag::PlanKeyView key_of(const Comm *c, const cdag_glue_spec_t *s)
+{
+    cdag::PlanKeyView key;
+    key.coll = s->coll;
+    key.root = s->root;
+    key.count = s->count;
+    key.elem_size = s->elem_size ? s->elem_size : 1;
+    key.commutative = s->commutative;
+    key.in_place = s->in_place;
+    key.arrays[0] = s->counts;
+    key.arrays[1] = s->displs;
+    key.arrays[2] = s->rcounts;
+    key.arrays[3] = s->rdispls;
+    key.n = static_cast<uint32_t>(c->size);
+    return key;
+}
+
+namespace cdag_svc {
+std::shared_ptr<const cdag::Plan> cached_plan(Comm *c, const cdag_glue_spec_t *s)
+{
+    const cdag::PlanKeyView key = key_of(c, s);
+    std::shared_ptr<const cdag::Plan> plan = c->cache.find(key, key.hash());
+    if (plan) ++cdag_glue_stats.cache_hits;
+    return plan;
+}
+}  // namespace cdag_svc
+
 /* Does every message of plan go through a ring (a peer on this node, at
  * most the ring limit)?  Then a blocking wait for it polls the rings only
  * and the UCX worker now and then (cdag_glue_op_wait_turn).  The peer's
  * ring to us is assumed alike (same job, same ring limit); if it is not,
  * that message still arrives, on the occasional UCX pass. */
-static bool runs_on_rings(const Comm *c, const cdag::Plan &plan)
+bool cdag_svc::runs_on_rings(const Comm *c, const cdag::Plan &plan)
 {
     if (!G.ring_limit) return false;
     for (const cdag::Op &o : plan.ops) {
@@ -350,6 +381,8 @@ static bool runs_on_rings(const Comm *c, const cdag::Plan &plan)
     }
     return true;
 }
+
+extern "C" {
 
 /* Keep a new plan in c's cache; the gauge follows what the cache holds. */
 static void cache_insert(Comm *c, const cdag::PlanKeyView &key, uint64_t h, std::shared_ptr<const cdag::Plan> plan)
@@ -385,20 +418,7 @@ cdag_glue_op_t *cdag_glue_op_create(cdag_glue_comm_t *c, const cdag_glue_spec_t 
     ch.seg_bytes = a.seg_bytes;
     ch.window = a.window;
 
-    /* the call's key, its counts and displacements where the caller has
-     * them: a repeated call (v-variants too) is found without allocating */
-    cdag::PlanKeyView key;
-    key.coll = s->coll;
-    key.root = s->root;
-    key.count = s->count;
-    key.elem_size = spec.elem_size;
-    key.commutative = s->commutative;
-    key.in_place = s->in_place;
-    key.arrays[0] = s->counts;
-    key.arrays[1] = s->displs;
-    key.arrays[2] = s->rcounts;
-    key.arrays[3] = s->rdispls;
-    key.n = static_cast<uint32_t>(c->size);
+    const cdag::PlanKeyView key = key_of(c, s);
     cdag::ReduceFn rf;
     rf.fn = fn;
     rf.ctx = fn_ctx;

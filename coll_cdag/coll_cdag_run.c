@@ -13,6 +13,7 @@
 #include "opal/datatype/opal_convertor.h"
 #include "opal/runtime/opal_progress.h"
 #include "ompi/proc/proc.h"
+#include "ompi/mca/pml/base/pml_base_bsend.h"
 
 static opal_list_t active_requests;
 static int active_init = 0;
@@ -587,11 +588,38 @@ static int request_start(size_t count, ompi_request_t **reqs)
 }
 
 /* ------------------------------------------------------------ blocking */
+/* The end-of-call pass (run_blocking says why) only matters to buffered
+ * sends: with no buffer attached (MPI_Buffer_attach) no Bsend can wait for
+ * the space it gives back, and the pass is skipped (callgrind, 8 B bcast
+ * at np 2: pml/rdrp's progress in it was about 190 instructions, vader's
+ * about 40, of a call of some 1280). */
 static void final_pass(void)
 {
+    if (mca_pml_bsend_addr == NULL) return;
     in_final_pass = 1;
     opal_progress();
     in_final_pass = 0;
+}
+
+/* A blocking wait passes the rest of Open MPI every 64th turn; with
+ * mpi_yield_when_idle (more ranks than cores: mpirun sets it when
+ * oversubscribed) every turn, so that opal_progress() yields the core to
+ * the rank being waited for instead of spinning out a time slice. */
+static int other_progress_every(void) { return opal_progress_yield_when_idle ? 1 : 64; }
+
+/* The end of a blocking call on either path: rc an OMPI_* error from
+ * before it ran, else done is the run's (1 done, else failed); the
+ * end-of-call pass if it waited, the result unpacked, the request back to
+ * the pool. */
+static int end_blocking(mca_coll_cdag_request_t *r, ompi_communicator_t *comm, int rc, int done, int waited)
+{
+    if (waited) final_pass();
+    if (rc == OMPI_SUCCESS && done == 1) unpack_result(r, comm);
+    else if (rc == OMPI_SUCCESS) rc = OMPI_ERROR;
+    drop_run(r);
+    drop_args(r, 0);
+    request_put(r);
+    return rc;
 }
 
 /* A blocking call: nothing of it outlives the call, so it needs no MPI
@@ -610,9 +638,10 @@ static int run_blocking(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
          * cdag_glue_op_wait_turn); the rest of Open MPI (the PML's
          * progress, other components) every 64th, as before */
         int done = cdag_glue_op_test(r->op), spins = 0;  /* done in its start: no pass at all */
+        const int every = other_progress_every();
         unsigned turn = 0;
         while (done == 0) {
-            if (++spins == 64) {
+            if (++spins == every) {
                 spins = 0;
                 opal_progress();
             }
@@ -627,14 +656,25 @@ static int run_blocking(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
          * pass hands it to the PML before the program's next call
          * (test bsend_after_barrier, MPICH threads/pt2pt/mt_bsendrecv_huge:
          * MPI_ERR_BUFFER in the Bsend after the barrier). */
-        if (turn > 0) final_pass();
-        if (done == 1) unpack_result(r, comm);
-        else rc = OMPI_ERROR;
+        return end_blocking(r, comm, rc, done, turn > 0);
     }
-    drop_run(r);
-    drop_args(r, 0);
-    request_put(r);
-    return rc;
+    return end_blocking(r, comm, rc, 0, 0);
+}
+
+static void other_progress(void) { opal_progress(); }
+
+/* A blocking call on the direct path (coll_cdag_direct.cc: a tiny
+ * ring-only plan walked in place, no op, no executor): staged like any
+ * blocking call, with the same end-of-call pass when it waited. */
+static int run_direct(mca_coll_cdag_request_t *r, ompi_communicator_t *comm, cdag_glue_direct_t *d, uint32_t sched)
+{
+    int rc = stage_buffers(r, comm);
+    if (rc != OMPI_SUCCESS) return end_blocking(r, comm, rc, 0, 0);
+    int waited = 0;
+    int done = cdag_glue_direct_run(r->module->gc, d, sched, is_reduction(r->call.coll) ? reduce_cb : NULL, r,
+                                    r->run_sbuf, r->run_rbuf, other_progress, (unsigned)other_progress_every(),
+                                    &waited);
+    return end_blocking(r, comm, rc, done, waited);
 }
 
 /* ------------------------------------------------------------ the run */
@@ -806,6 +846,10 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
 
     int err = 0;
     uint32_t sched = cdag_glue_comm_next_sched(m->gc);
+    if (mode == 0) {  /* tiny and ring-only: no op, no executor */
+        cdag_glue_direct_t *d = cdag_glue_direct_find(m->gc, &spec);
+        if (d) return run_direct(r, comm, d, sched);
+    }
     r->op = cdag_glue_op_create(m->gc, &spec, sched, is_reduction(c->coll) ? reduce_cb : NULL, r, &err);
     if (!r->op) {
         CDAG_VERBOSE(1, "cannot build a schedule for collective %d (error %d)", c->coll, err);

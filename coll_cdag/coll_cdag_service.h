@@ -102,6 +102,21 @@ private:
 
 struct RingPeer;  // coll_cdag_ring.cc
 
+/* A call shape a communicator ran on the direct path (coll_cdag_direct.cc),
+ * or found unfit for it: the fields of a fixed-size call's key, its plan
+ * (from the communicator's cache) and scratch for its local operations. */
+struct DirectEntry {
+    int coll = -1, root = 0, commutative = 0, in_place = 0;
+    uint64_t count = 0, elem_size = 0;
+    bool fits = false;  // ring-only, every message within the direct limit, few vertices
+    std::shared_ptr<const cdag::Plan> plan;
+    std::unique_ptr<char[]> scratch_mem;  // kept when the entry gets another shape: grown only
+    size_t scratch_cap = 0;
+    char *scratch = nullptr;  // 64-byte aligned, plan->scratch_bytes
+};
+inline constexpr size_t kDirectShapes = 8;        // call shapes a communicator remembers
+inline constexpr size_t kDirectMaxVertices = 32;  // a direct plan's vertices at most
+
 template <class K, class V, bool Early = false>
 using RecycledMap = std::unordered_map<K, V, KeyHash, std::equal_to<K>, NodeAlloc<std::pair<const K, V>, Early>>;
 
@@ -120,6 +135,9 @@ struct cdag_glue_comm {
     uint32_t next_sched = 0;
     cdag::PlanCache cache;              // compiled plans by call (v-variants: with their counts)
     std::vector<cdag_glue_op *> spare;  // finished ops, reused by later calls of the same key
+    cdag_svc::DirectEntry direct[cdag_svc::kDirectShapes];  // call shapes of the direct path
+    size_t direct_next = 0;                                  // the entry replaced next
+    size_t direct_last = 0;                                  // the entry the last call found (tried first)
     cdag_throttle_t *pool = nullptr;  // node token pool of this communicator (throttle node)
     cdag_svc::Tr tr;
     cdag_glue_comm() : tr(this) { cdag_comm_track(this, true); }
@@ -190,6 +208,7 @@ struct Global {
     std::unordered_map<uint64_t, RingPeer *> ring_peers;  // by peer id
     std::vector<RingPeer *> backlogged;                // peers with messages waiting for ring room
     size_t ring_backlog = 0;                           // those messages
+    struct DirectRun *direct = nullptr;  // the blocking direct run waiting now (coll_cdag_direct.cc)
     std::string err;
 };
 extern Global G;
@@ -207,6 +226,18 @@ ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_
                    const ucp_am_recv_param_t *param);
 void throttle_progress();              /* queued sends, token caches */
 void shadow_release(const Unexp &u);   /* an early arrival's copy goes back (a held one's descriptor to UCX) */
+
+/* coll_cdag_lifecycle.cc: the compiled plan of a fixed-size call shape
+ * if c's cache holds it (no compiling), null otherwise */
+std::shared_ptr<const cdag::Plan> cached_plan(Comm *c, const cdag_glue_spec_t *s);
+bool runs_on_rings(const Comm *c, const cdag::Plan &plan);
+
+/* coll_cdag_direct.cc: an arrival for the direct run waiting now (G.direct
+ * non-null): taken (copied into place) and true, else false.  rndv: data is
+ * UCX's rendezvous descriptor (pulled into place). */
+bool direct_take(const Key &k, const void *data, uint64_t len, bool rndv);
+/* the direct run waiting now waits for no message it has posted */
+bool direct_satisfied();
 
 /* coll_cdag_ring.cc */
 struct RingPending {
@@ -231,6 +262,9 @@ void ring_connect(uint64_t peer_id, const rdrp::shm::NodeIdentity &id);  /* a lo
 int ring_send(Comm *c, cdag::Executor &ex, cdag::VertexId v, RingPeer *rp, const AmHdr &h, const void *buf,
               uint64_t len, uint32_t tokens);
 unsigned ring_progress();               /* backlogs, then our rings */
+/* the direct path's send: into rp's ring now if nothing waits before it
+ * and there is room (counted as a ring message); false otherwise */
+bool ring_push_now(RingPeer *rp, const AmHdr &h, const void *buf, uint64_t len);
 void ring_forget(const cdag::Executor *ex);  /* a freed run's messages still waiting for room */
 
 /* coll_cdag_engine_thread.cc */

@@ -388,6 +388,7 @@ static Unexp *park(const Key &k, uint64_t len)
  * the receive is posted. */
 void deliver_eager(const Key &k, const void *data, uint64_t len)
 {
+    if (G.direct && direct_take(k, data, len, false)) return;
     Posted p;
     switch (take_posted(k, len, &p)) {
     case Match::Failed: return;
@@ -417,6 +418,7 @@ ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_
         deliver_eager(k, data, len);
         return UCS_OK;
     }
+    if (G.direct && direct_take(k, data, len, true)) return UCS_OK;
     Posted p;
     switch (take_posted(k, len, &p)) {
     case Match::Failed: return UCS_OK;
