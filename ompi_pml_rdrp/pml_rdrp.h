@@ -39,6 +39,7 @@ typedef struct mca_pml_rdrp_params {
     int    data_path;          /* RDRP_PATH_* for every peer (auto: per peer, transport_connect) */
     int    shm;                /* peers on this node through shared-memory rings and CMA */
     size_t shm_ring_size;      /* bytes of one ring (one per local sender) */
+    int    shm_prefault;       /* allocate and map every ring page at start-up, not at first touch */
     size_t auto_rma_min;       /* auto, on-node: messages this large switch from am to rma */
     int    progress_iterations;/* iprobe misses between opal_progress calls */
     int    credit;             /* gate eager data with credits (issue 4) */

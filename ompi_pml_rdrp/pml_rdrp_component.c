@@ -98,6 +98,7 @@ static const rdrp_param_rule_t param_rules[] = {
     P_ENUM(data_path, "0=auto|1=rma|2=am|3=cma"),
     P_ULL(auto_rma_min, auto_rma_min, ANY_SIZE),
     P_INT(shm, 0, 1),
+    P_INT(shm_prefault, 0, 1),
     P_ULL(shm_ring_size, shm_ring_size, 1ULL << 30),
     P_ULL(shm_eager_limit, shm_eager_limit, 16ULL << 20),
     P_ULL(am_eager_limit, am_eager_limit, 16ULL << 20),
@@ -233,6 +234,12 @@ static int rdrp_register(void)
     reg_int("shm", "Peers on this node: every message through a shared-memory ring of ours in the peer's segment "
             "and rendezvous data by one kernel copy (CMA), with no UCX call (0: UCX for every peer)",
             &p->shm, OPAL_INFO_LVL_4);
+    p->shm_prefault = 1;
+    reg_int("shm_prefault", "Allocate and map every page of the shared-memory rings when they are made (ours at "
+            "start-up, a peer's at first contact) instead of at their first touch: on a VM guest a first-touch "
+            "fault costs tens of microseconds, and a stream that walks fresh ring pages paid one every 64 "
+            "messages (osu_bibw 1 B at a third of its later rate); costs the pages of every ring at once",
+            &p->shm_prefault, OPAL_INFO_LVL_5);
     reg_size("shm_ring_size", "Bytes of the ring each local peer writes into (rounded up to a power of two, "
              "at least four of the largest messages)", &shm_ring_size);
     reg_size("shm_eager_limit", "Largest message (bytes of packed payload) sent eagerly, in one ring message, to a "

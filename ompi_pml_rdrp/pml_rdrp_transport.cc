@@ -108,7 +108,7 @@ bool transport_init(const void *ucx_addr, size_t ucx_addr_len, void **blob, size
     if (p.shm) {
         std::string err;
         if (!L.seg.create(kMagic, "rdrp-pml-shm", OMPI_PROC_MY_NAME->jobid, L.nlocal, L.local_rank, L.ring_size,
-                          &err))
+                          &err, p.shm_prefault != 0))
             RDRP_VERBOSE(1, "no shared-memory transport (%s): local peers use UCX", err.c_str());
         else
             RDRP_VERBOSE(2, "shared memory: %u rings of %zu bytes (local rank %u)", L.nlocal, L.ring_size,

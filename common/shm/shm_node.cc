@@ -52,7 +52,7 @@ RingSizing size_rings(uint32_t nlocal, size_t want_ring, size_t must_fit, size_t
 }
 
 bool NodeSegment::create(uint64_t magic, const char *name, uint32_t jobid, uint32_t nlocal, uint32_t local_rank,
-                         size_t ring_size, std::string *err)
+                         size_t ring_size, std::string *err, bool prefault)
 {
     release();
     if (local_rank >= nlocal) {
@@ -60,7 +60,8 @@ bool NodeSegment::create(uint64_t magic, const char *name, uint32_t jobid, uint3
         return false;
     }
     size_t len = node_segment_bytes(nlocal, ring_size);
-    if (!segment_create(len, &seg_, err, name)) return false;
+    if (!segment_create(len, &seg_, err, name, prefault)) return false;
+    prefault_ = prefault;
     auto *h = static_cast<SegmentHeader *>(seg_.base);
     h->magic = magic;
     h->nlocal = nlocal;
@@ -132,7 +133,7 @@ bool NodeSegment::connect(const NodeIdentity &peer, bool self, NodePeer *out, st
     if (self) {
         base = seg_.base;
     } else {
-        if (!segment_attach(peer.pid, peer.fd, peer.seg_len, &out->mapped, err)) return false;
+        if (!segment_attach(peer.pid, peer.fd, peer.seg_len, &out->mapped, err, prefault_)) return false;
         base = out->mapped.base;
     }
     const auto *h = static_cast<const SegmentHeader *>(base);

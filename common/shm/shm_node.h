@@ -66,9 +66,13 @@ struct NodePeer {
 class NodeSegment {
 public:
     /* The segment of this process: nlocal rings of ring_size bytes, with
-     * magic in its header.  false with a reason in *err (then off). */
+     * magic in its header.  prefault: every page of it is allocated and
+     * mapped now, and so is every peer's segment at connect (see
+     * segment_create: a ring walked through fresh pages pays a trap per
+     * page on first touch, on both sides).  false with a reason in *err
+     * (then off). */
     bool create(uint64_t magic, const char *name, uint32_t jobid, uint32_t nlocal, uint32_t local_rank,
-                size_t ring_size, std::string *err);
+                size_t ring_size, std::string *err, bool prefault = false);
     void release();
     bool on() const { return on_; }
     /* what to publish (fd -1 when off) */
@@ -129,6 +133,7 @@ public:
 
 private:
     bool on_ = false;
+    bool prefault_ = false;
     uint64_t magic_ = 0;
     uint32_t jobid_ = 0, nlocal_ = 0, local_rank_ = 0;
     size_t ring_size_ = 0;

@@ -12,7 +12,7 @@
 
 namespace rdrp::shm {
 
-bool segment_create(size_t len, Segment *out, std::string *err, const char *name)
+bool segment_create(size_t len, Segment *out, std::string *err, const char *name, bool prefault)
 {
     int fd = memfd_create(name, MFD_CLOEXEC);
     if (fd < 0) {
@@ -24,7 +24,10 @@ bool segment_create(size_t len, Segment *out, std::string *err, const char *name
         close(fd);
         return false;
     }
-    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* MAP_POPULATE on a shared memfd mapping allocates the pages (a
+     * read fault of shmem allocates) and maps them writable, all in one
+     * call instead of one trap per page */
+    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | (prefault ? MAP_POPULATE : 0), fd, 0);
     if (p == MAP_FAILED) {
         *err = std::string("mmap: ") + strerror(errno);
         close(fd);
@@ -36,7 +39,7 @@ bool segment_create(size_t len, Segment *out, std::string *err, const char *name
     return true;
 }
 
-bool segment_attach(int pid, int fd, size_t len, Segment *out, std::string *err)
+bool segment_attach(int pid, int fd, size_t len, Segment *out, std::string *err, bool prefault)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
@@ -45,7 +48,7 @@ bool segment_attach(int pid, int fd, size_t len, Segment *out, std::string *err)
         *err = std::string("open ") + path + ": " + strerror(errno);
         return false;
     }
-    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, myfd, 0);
+    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | (prefault ? MAP_POPULATE : 0), myfd, 0);
     close(myfd);  /* the mapping keeps the memory */
     if (p == MAP_FAILED) {
         *err = std::string("mmap ") + path + ": " + strerror(errno);

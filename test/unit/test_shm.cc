@@ -161,6 +161,29 @@ TEST(ShmRing, BurstsThatDrainBetweenThemRewind)
         }
 }
 
+// A rewind leaves room for only the bytes before it in the lap until the
+// consumer has read the skip marker.  osu_bibw sends a window of 64
+// one-line messages (plus a credit packet) while its peer is busy sending
+// its own: with the rewind at 4 KiB the 65th found the ring "full" and the
+// window waited in the sender's backlog (MPI_T pml_rdrp_shm_backlogged 65
+// in the first windows of a run).  Whatever the drained offset, a burst of
+// 128 one-line messages after a rewind fits without the consumer's help.
+TEST(ShmRing, ARewindLeavesRoomForAWindowOfSmallMessages)
+{
+    for (size_t prefix = 1; prefix <= 2 * rdrp::shm::kRewindAt / 64 + 2; ++prefix)
+        for (bool hinted : {false, true}) {
+            LocalRing r(1 << 20);
+            uint64_t v = 0;
+            for (size_t i = 0; i < prefix; ++i) ASSERT_TRUE(r.prod.push(1, nullptr, 0, &v, sizeof(v)));
+            r.cons.poll([](uint16_t, const void *, size_t, const void *, size_t) {}, 1u << 20);
+            if (hinted) r.prod.hint_drained();
+            for (int i = 0; i < 128; ++i)
+                ASSERT_TRUE(r.prod.push(1, nullptr, 0, &v, sizeof(v)))
+                    << "message " << i << " of a burst after " << prefix << " drained lines"
+                    << (hinted ? " (hinted)" : "");
+        }
+}
+
 // Property: any sequence of random-size messages, consumed in random
 // batches, arrives complete and in order, across many wrap-arounds; the
 // ring accepts a message whenever the model says there is room for it.
