@@ -48,6 +48,8 @@ struct Frag;
 /* bytes of puts per delivered-rate measurement: 8 puts of 1 MiB, two of
  * ob1's 4 MiB chunks; long enough to span a socket buffer's worth */
 constexpr uint64_t kPutRateSample = 8u << 20;
+/* eager bytes between two rendezvous measurements while eager */
+constexpr uint64_t kPutRateProbe = 64u << 20;
 }
 
 /* The BTL endpoint of one peer (opaque to Open MPI). */
@@ -65,7 +67,8 @@ struct mca_btl_base_endpoint_t {
     std::deque<btlcredit::Frag *> pending;  /* descriptors waiting for credits */
     bool waiting = false;        /* on State::waiting */
     /* how puts to an emulated_rma peer travel (btl_credit_put_rate.h) */
-    btlcredit::PutRate put_rate{mca_btl_credit_params.put_eager_rate, btlcredit::kPutRateSample};
+    btlcredit::PutRate put_rate{mca_btl_credit_params.put_eager_rate, btlcredit::kPutRateSample,
+                                 btlcredit::kPutRateProbe};
 };
 
 /* A registration handle; ob1 copies btl_registration_handle_size bytes of
@@ -111,6 +114,7 @@ struct RdmaOp {
     int status;
     btl_credit_put_hdr_t put_hdr;   /* a put's AM header: lives until the send completes */
     size_t put_bytes;               /* a put's size, for its peer's PutRate (0: a get) */
+    bool put_eager;                 /* sent by UCX eager (untimed) */
 };
 
 /* What a mailbox data slot holds. */

@@ -18,14 +18,16 @@
  * rate the peer's puts are delivered at, and send eagerly while it is below
  * a threshold (btl_credit_put_eager_rate, MB/s).
  *
- * The rate is bytes completed over busy time (time with at least one put
- * outstanding), taken over samples of at least `sample` bytes, so a window
- * of puts queued behind each other is not mistaken for a slow link (the
- * wait of the last one is the others' transfer, not idle time).  Under UCX
- * eager a put completes when its data is in the socket, which fills at the
- * wire's pace once the socket buffer is full: the estimate stays a rate of
- * the link in either mode, so a fast link switches back.  Starts in
- * rendezvous (the zero-copy form) until the first sample.
+ * The rate is bytes completed over busy time (time with at least one
+ * rendezvous put outstanding), taken over samples of at least `sample`
+ * bytes, so a window of puts queued behind each other is not mistaken for a
+ * slow link (the wait of the last one is the others' transfer, not idle
+ * time).  Only rendezvous puts are timed: an eager put completes once UCX
+ * has the data, which says nothing of the link (across the cluster a sample
+ * of eager puts "completed" at millions of MB/s).  So while eager, every
+ * `probe` bytes of eager puts are followed by one sample's worth by
+ * rendezvous to measure again (1/9 of the bytes with the defaults), and a
+ * link that turned fast is found.  Starts with a rendezvous sample.
  */
 #ifndef MCA_BTL_CREDIT_PUT_RATE_H
 #define MCA_BTL_CREDIT_PUT_RATE_H
@@ -38,22 +40,30 @@ namespace btlcredit {
 class PutRate {
 public:
     /* eager_below_mb_s: send eagerly while the measured rate is below this
-     * (MB/s = bytes per microsecond); 0 = never.  sample: bytes per
-     * measurement. */
-    PutRate(double eager_below_mb_s, uint64_t sample)
-        : threshold_(eager_below_mb_s), sample_(sample ? sample : 1) {}
+     * (MB/s = bytes per microsecond); 0 = never.  sample: bytes of
+     * rendezvous puts per measurement; probe: bytes of eager puts between
+     * two measurements. */
+    PutRate(double eager_below_mb_s, uint64_t sample, uint64_t probe)
+        : threshold_(eager_below_mb_s), sample_(sample ? sample : 1), probe_(probe) {}
 
-    /* A put is posted at now_ns. */
-    void started(uint64_t now_ns)
+    /* The protocol for the next put: eager, or rendezvous (which measures). */
+    bool next_eager() const { return eager_ && eager_bytes_ < probe_; }
+
+    /* A put of `bytes` by the protocol next_eager() gave is posted at now_ns. */
+    void started(uint64_t now_ns, uint64_t bytes, bool eager)
     {
+        if (eager) {
+            eager_bytes_ += bytes;
+            return;
+        }
         if (outstanding_++ == 0) busy_since_ = now_ns;
     }
 
-    /* A put of `bytes` completed at now_ns (every started() is matched by
-     * one completed()). */
-    void completed(uint64_t now_ns, uint64_t bytes)
+    /* That put completed at now_ns (every started() is matched by one
+     * completed() with the same bytes and eager). */
+    void completed(uint64_t now_ns, uint64_t bytes, bool eager)
     {
-        if (outstanding_ == 0) return;  /* unmatched: ignore rather than corrupt the clock */
+        if (eager || outstanding_ == 0) return;  /* untimed, or unmatched: ignore */
         bytes_ += bytes;
         --outstanding_;
         busy_ns_ += now_ns - busy_since_;  /* the busy stretch so far */
@@ -64,20 +74,23 @@ public:
             ++samples_;
             bytes_ = 0;
             busy_ns_ = 0;
+            eager_bytes_ = 0;
         }
     }
 
-    bool eager() const { return eager_; }
+    bool eager() const { return eager_; }            /* the last measurement's verdict */
     double last_rate_mb_s() const { return rate_; }  /* 0 before the first sample */
     uint64_t samples() const { return samples_; }
 
 private:
     double threshold_;
     uint64_t sample_;
-    uint64_t outstanding_ = 0;
+    uint64_t probe_;
+    uint64_t outstanding_ = 0;     /* rendezvous puts in flight */
     uint64_t busy_since_ = 0;
     uint64_t busy_ns_ = 0;
-    uint64_t bytes_ = 0;
+    uint64_t bytes_ = 0;           /* rendezvous bytes in the current sample */
+    uint64_t eager_bytes_ = 0;     /* eager bytes since the last sample */
     uint64_t samples_ = 0;
     double rate_ = 0;
     bool eager_ = false;

@@ -65,10 +65,10 @@ static uint64_t now_ns()
 }
 
 /* A put to ep finished: feed its peer's delivered rate (lock held). */
-static void put_finished(mca_btl_base_endpoint_t *ep, size_t bytes)
+static void put_finished(mca_btl_base_endpoint_t *ep, size_t bytes, bool eager)
 {
     const bool was = ep->put_rate.eager();
-    ep->put_rate.completed(now_ns(), bytes);
+    ep->put_rate.completed(now_ns(), bytes, eager);
     if (ep->put_rate.eager() != was)
         BTL_CREDIT_VERBOSE(5, "puts to %s now by UCX %s: delivered at %.0f MB/s (btl_credit_put_eager_rate %.0f)",
                            OPAL_NAME_PRINT(ep->name), ep->put_rate.eager() ? "eager" : "rendezvous",
@@ -79,7 +79,7 @@ static void rdma_done(void *request, ucs_status_t status, void *user_data)
 {
     RdmaOp *op = static_cast<RdmaOp *>(user_data);
     op->status = status == UCS_OK ? OPAL_SUCCESS : OPAL_ERROR;
-    if (op->put_bytes) put_finished(op->ep, op->put_bytes);
+    if (op->put_bytes) put_finished(op->ep, op->put_bytes, op->put_eager);
     --g.outstanding;
     g.rdma_done.push_back(op);
     ucp_request_free(request);
@@ -187,9 +187,9 @@ static int start_failed(const char *what, mca_btl_base_endpoint_t *ep, ucs_statu
  * progress, never inside put/get), failed, or in flight. */
 static int started(const char *what, mca_btl_base_endpoint_t *ep, ucs_status_ptr_t sp, RdmaOp *op)
 {
-    if (op->put_bytes && !UCS_PTR_IS_ERR(sp)) ep->put_rate.started(now_ns());
+    if (op->put_bytes && !UCS_PTR_IS_ERR(sp)) ep->put_rate.started(now_ns(), op->put_bytes, op->put_eager);
     if (sp == nullptr) {
-        if (op->put_bytes) put_finished(ep, op->put_bytes);
+        if (op->put_bytes) put_finished(ep, op->put_bytes, op->put_eager);
         g.rdma_done.push_back(op);
     }
     else if (UCS_PTR_IS_ERR(sp)) return start_failed(what, ep, UCS_PTR_STATUS(sp), op);
@@ -226,7 +226,7 @@ static int get_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
         rdrp_ucx_rkey_put(g.uw, k);
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    *op = RdmaOp{ep, local, local_handle, cb, ctx, data, k, OPAL_SUCCESS, {}, 0};
+    *op = RdmaOp{ep, local, local_handle, cb, ctx, data, k, OPAL_SUCCESS, {}, 0, false};
     ucp_request_param_t p;
     op_param(&p, op);
     ++g.stats[MCA_BTL_CREDIT_STAT_GETS];
@@ -245,7 +245,7 @@ static int put_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
     endpoint_connect(ep);
     RdmaOp *op = op_get();
     if (OPAL_UNLIKELY(!op)) return OPAL_ERR_OUT_OF_RESOURCE;
-    *op = RdmaOp{ep, local, local_handle, cb, ctx, data, nullptr, OPAL_SUCCESS, {}, size};
+    *op = RdmaOp{ep, local, local_handle, cb, ctx, data, nullptr, OPAL_SUCCESS, {}, size, false};
     op->put_hdr.version = BTL_CREDIT_WIRE_VERSION;
     op->put_hdr.src = g.me;
     op->put_hdr.region_id = remote_handle->region_id;
@@ -259,7 +259,8 @@ static int put_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
      * on this endpoint is handled (UCX sends every active message of an
      * endpoint on its one AM lane, in order), so ob1's FIN still finds it
      * there. */
-    const bool eager = ep->emulated_rma && ep->put_rate.eager();
+    const bool eager = ep->emulated_rma && ep->put_rate.next_eager();
+    op->put_eager = eager;
     p.flags = eager ? UCP_AM_SEND_FLAG_EAGER : UCP_AM_SEND_FLAG_RNDV;
     ++g.stats[MCA_BTL_CREDIT_STAT_PUTS];
     if (eager) ++g.stats[MCA_BTL_CREDIT_STAT_EAGER_PUTS];
