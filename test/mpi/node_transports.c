@@ -18,9 +18,9 @@
  * for every large message sent and no btl_get.
  *
  * MPITEST_EXPECT_EAGER_PUTS=1  (ob1 + btl/credit with btl_credit_put_eager_rate
- *   above any real rate) the remote exchange runs three more times, and the
- *   puts after the first delivered-rate sample (8 MiB per peer) go by UCX
- *   eager: btl_credit_eager_puts counts some, and the data still arrives
+ *   above any real rate) the remote exchange runs six more times (5 MiB of
+ *   puts per peer each), and the puts after the first three delivered-rate
+ *   samples (24 MiB per peer) go by UCX eager: btl_credit_eager_puts counts some, and the data still arrives
  *   whole (the target copies an eager put in before ob1's FIN is handled)
  * MPITEST_EXPECT_NODES=N  the job spans N nodes with distinct hostnames
  * MPITEST_EXPECT_REMOTE_PATH=am|rma  data path of a remote rdrp rendezvous
@@ -175,7 +175,7 @@ int main(int argc, char **argv)
         CHECK(ev.ok, "btl/credit counter btl_credit_eager_puts missing");
         unsigned long e0 = ev.ok ? pvar_read(&ev) : 0;
         int sent = 0;
-        for (int round = 0; round < 3; round++) sent += exchange(&n, 0, sb, rb);
+        for (int round = 0; round < 6; round++) sent += exchange(&n, 0, sb, rb);
         unsigned long e1 = ev.ok ? pvar_read(&ev) : 0;
         if (mt_verbose) printf("[rank %d] %d more messages to remote peers: %lu eager puts\n", mt_rank, sent, e1 - e0);
         if (sent > 0) CHECK(e1 > e0, "no put went by UCX eager though every measured rate is below the threshold");

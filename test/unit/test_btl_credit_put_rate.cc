@@ -46,11 +46,14 @@ TEST(BtlCreditPutRate, StartsByRendezvousAndChoosesByRate)
     EXPECT_FALSE(r.eager());
     EXPECT_EQ(r.samples(), 0u);
     serial(r, t, 1, MiB, 200.0);
-    EXPECT_TRUE(r.eager());       // a 2 Gbit/s-class link
+    EXPECT_FALSE(r.eager());      // one slow sample is not enough
     EXPECT_NEAR(r.last_rate_mb_s(), 200.0, 1.0);
+    serial(r, t, 16, MiB, 200.0);
+    EXPECT_TRUE(r.eager());       // three: a 2 Gbit/s-class link
+    EXPECT_EQ(r.samples(), 3u);
     EXPECT_EQ(serial(r, t, 8, MiB, 3000.0), 8);  // eager: never timed, no new verdict
     EXPECT_TRUE(r.eager());
-    EXPECT_EQ(r.samples(), 1u);
+    EXPECT_EQ(r.samples(), 3u);
     EXPECT_NEAR(r.last_rate_mb_s(), 200.0, 1.0);
 }
 
@@ -89,6 +92,22 @@ TEST(BtlCreditPutRate, AWindowOfQueuedPutsIsMeasuredAsTheLinkRate)
     EXPECT_NEAR(r.last_rate_mb_s(), 3000.0, 5.0);
 }
 
+TEST(BtlCreditPutRate, OneFastSampleAmongSlowOnesKeepsRendezvous)
+{
+    // Samples read low when the peer is slow to progress, never above the
+    // link: one fast sample in the last three says the link is fast.
+    PutRate r(250.0, 8 * MiB, 64 * MiB);
+    uint64_t t = 0;
+    serial(r, t, 8, MiB, 100.0);
+    serial(r, t, 8, MiB, 2000.0);
+    serial(r, t, 8, MiB, 100.0);
+    EXPECT_FALSE(r.eager());
+    serial(r, t, 8, MiB, 100.0);
+    EXPECT_FALSE(r.eager());  // the fast one is still among the last three
+    serial(r, t, 8, MiB, 100.0);
+    EXPECT_TRUE(r.eager());
+}
+
 TEST(BtlCreditPutRate, UnmatchedCompletionIsIgnored)
 {
     PutRate r(1000.0, MiB, kNoProbe);
@@ -101,7 +120,7 @@ TEST(BtlCreditPutRate, EagerPutsAreProbedByRendezvousAndAFastLinkIsFound)
 {
     PutRate r(1000.0, 8 * MiB, 64 * MiB);
     uint64_t t = 0;
-    EXPECT_EQ(serial(r, t, 8, MiB, 200.0), 0);   // the first sample, by rendezvous
+    EXPECT_EQ(serial(r, t, 24, MiB, 200.0), 0);  // the first three samples, by rendezvous
     ASSERT_TRUE(r.eager());
     EXPECT_EQ(serial(r, t, 64, MiB, 200.0), 64); // 64 MiB eagerly (instant "completions" ignored)
     EXPECT_FALSE(r.next_eager());                // then a probe
@@ -111,7 +130,7 @@ TEST(BtlCreditPutRate, EagerPutsAreProbedByRendezvousAndAFastLinkIsFound)
     EXPECT_EQ(serial(r, t, 8, MiB, 3000.0), 0);  // the link became fast: rendezvous from now on
     EXPECT_FALSE(r.eager());
     EXPECT_EQ(serial(r, t, 100, MiB, 3000.0), 0);
-    EXPECT_EQ(r.samples(), 15u);
+    EXPECT_EQ(r.samples(), 17u);
 }
 
 // Property: for random overlapping put streams on a link of a fixed rate
@@ -143,7 +162,8 @@ TEST(BtlCreditPutRate, RandomOverlappingStreamsMeasureTheLink)
                 r.completed(t, bytes, false);
                 if (r.samples() != before) {
                     ASSERT_NEAR(r.last_rate_mb_s(), link, link * 0.01 + 1.0) << "trial " << trial;
-                    ASSERT_EQ(r.eager(), threshold > 0 && r.last_rate_mb_s() < threshold);
+                    ASSERT_EQ(r.eager(), threshold > 0 && r.samples() >= PutRate::kKeep &&
+                                             r.last_rate_mb_s() < threshold);
                 }
             }
         }
