@@ -224,15 +224,15 @@ static int credit_register(void)
     reg_var("finalize_timeout", "Seconds finalize waits for UCX endpoints to flush and close "
             "before giving up (a dead peer must not hang MPI_Finalize)",
             MCA_BASE_VAR_TYPE_DOUBLE, NULL, OPAL_INFO_LVL_6, &p->finalize_timeout);
-    /* Eager costs the receiver a copy at memory speed (about 5 GB/s here):
-     * below a twentieth of that the copy is ~5 % of the wire time and the
-     * saved reverse-direction trips win.  Across the namespace
-     * cluster rendezvous puts were delivered at 0.02-0.24 GB/s per
-     * direction with ports shaped to 2 Gbit/s (eager 1.5-1.9x rendezvous in
-     * bibw at 1 MiB) and at 0.26-3.8 GB/s unshaped, the low end in bibw at
-     * load 19 (rendezvous 1.3-1.9x eager there); a threshold of 1000 sent
-     * those unshaped bibw runs eagerly at 0.4-0.6x.  btl_credit_put_rate.h says why. */
-    p->put_eager_rate = 250.0;
+    /* Eager costs the receiver a copy at memory speed (about 5 GB/s here),
+     * about 12 % of the wire time at 600 MB/s, less below; the saved
+     * reverse-direction trips win there.  Across the namespace cluster
+     * rendezvous samples read 17-307 MB/s with ports shaped to 2 Gbit/s
+     * (eager 1.5-1.9x rendezvous in bibw at 1 MiB), and unshaped the best
+     * of three consecutive samples read 1100-3600 (single ones down to 81
+     * in bibw at load 19; rendezvous 1.3-1.9x eager there).
+     * btl_credit_put_rate.h says why. */
+    p->put_eager_rate = 600.0;
     reg_var("put_eager_rate", "To a remote peer without a native UCX get (TCP), a put goes by UCX's "
             "eager protocol while the rate this process's puts to that peer were last delivered at "
             "is below this many MB/s, else by UCX's rendezvous (zero-copy, but three control "
