@@ -37,6 +37,7 @@ typedef struct mca_btl_credit_params {
     int    piggyback;          /* return credits on data packets */
     int    reg_cache;          /* cache memory registrations (needs memory-release hooks) */
     double finalize_timeout;   /* seconds finalize waits for endpoints to close */
+    double put_eager_rate;     /* MB/s: puts to a TCP peer go by UCX eager below this delivered rate; 0 = never */
     int    finalize_check;     /* finalize leak check: 0 off, 1 report, 2 report and fail */
     int    output;             /* opal_output stream */
 } mca_btl_credit_params_t;
@@ -66,6 +67,7 @@ enum {
     MCA_BTL_CREDIT_STAT_CREDITS_MAX,        /* most credits held towards any peer */
     MCA_BTL_CREDIT_STAT_GETS,               /* btl_get operations */
     MCA_BTL_CREDIT_STAT_PUTS,               /* btl_put operations */
+    MCA_BTL_CREDIT_STAT_EAGER_PUTS,         /* of them, sent by UCX eager (put_eager_rate) */
     MCA_BTL_CREDIT_NSTATS
 };
 

@@ -110,6 +110,7 @@ static rdrp_param_rule_t param_rules[] = {
     B_MOD(latency, RDRP_PARAM_U32, 0, 0xffffffffULL),
     B_MOD(bandwidth, RDRP_PARAM_U32, 0, 0xffffffffULL),
     B_INT(finalize_check, 0, 2),  /* after the RULE_* indices */
+    {"btl_credit_put_eager_rate", RDRP_PARAM_DOUBLE, &mca_btl_credit_params.put_eager_rate, 0, 1e9, 0, 0, NULL},
 };
 #define N_RULES ((int)(sizeof(param_rules) / sizeof(param_rules[0])))
 
@@ -223,6 +224,22 @@ static int credit_register(void)
     reg_var("finalize_timeout", "Seconds finalize waits for UCX endpoints to flush and close "
             "before giving up (a dead peer must not hang MPI_Finalize)",
             MCA_BASE_VAR_TYPE_DOUBLE, NULL, OPAL_INFO_LVL_6, &p->finalize_timeout);
+    /* Eager costs the receiver a copy at memory speed (about 5 GB/s here),
+     * about 12 % of the wire time at 600 MB/s, less below; the saved
+     * reverse-direction trips win there.  Across the namespace cluster
+     * rendezvous samples read 17-307 MB/s with ports shaped to 2 Gbit/s
+     * (eager 1.5-1.9x rendezvous in bibw at 1 MiB), and unshaped the best
+     * of three consecutive samples read 1100-3600 (single ones down to 81
+     * in bibw at load 19; rendezvous 1.3-1.9x eager there).
+     * btl_credit_put_rate.h says why. */
+    p->put_eager_rate = 600.0;
+    reg_var("put_eager_rate", "To a remote peer without a native UCX get (TCP), a put goes by UCX's "
+            "eager protocol while the rate this process's puts to that peer were last delivered at "
+            "is below this many MB/s, else by UCX's rendezvous (zero-copy, but three control "
+            "messages in the reverse direction, which wait behind a slow link's queue).  Measured "
+            "per peer over 8 MiB of rendezvous puts, again after every 64 MiB sent eagerly; 0 = always "
+            "rendezvous",
+            MCA_BASE_VAR_TYPE_DOUBLE, NULL, OPAL_INFO_LVL_5, &p->put_eager_rate);
     p->finalize_check = 1;
     reg_var("finalize_check", "Finalize leak check, after the BTL's own clean-up: 0 off; 1 (default) one "
             "finalize-leak message per process naming every object still alive; 2 the same, and the BTL's finalize returns an "
@@ -323,6 +340,8 @@ static void register_pvars(void)
              MCA_BASE_PVAR_CLASS_LEVEL, MCA_BTL_CREDIT_STAT_CREDITS_MAX);
     reg_pvar("gets", "btl_get operations (ob1 RGET) issued", MCA_BASE_PVAR_CLASS_COUNTER,
              MCA_BTL_CREDIT_STAT_GETS);
+    reg_pvar("eager_puts", "btl_put operations sent by UCX eager because the peer's puts were delivered "
+             "below btl_credit_put_eager_rate", MCA_BASE_PVAR_CLASS_COUNTER, MCA_BTL_CREDIT_STAT_EAGER_PUTS);
     reg_pvar("puts", "btl_put operations (ob1 RPUT) issued", MCA_BASE_PVAR_CLASS_COUNTER,
              MCA_BTL_CREDIT_STAT_PUTS);
 }

@@ -38,12 +38,18 @@ extern "C" {
 #include <string>
 #include <vector>
 
+#include "btl_credit/btl_credit_put_rate.h"
 #include "common/credit/credit_endpoint.h"
 #include "common/tally/live_tally.h"
 #include "ucx_glue/rdrp_ucx.h"
 
 namespace btlcredit {
 struct Frag;
+/* bytes of puts per delivered-rate measurement: 8 puts of 1 MiB, two of
+ * ob1's 4 MiB chunks; long enough to span a socket buffer's worth */
+constexpr uint64_t kPutRateSample = 8u << 20;
+/* eager bytes between two rendezvous measurements while eager */
+constexpr uint64_t kPutRateProbe = 64u << 20;
 }
 
 /* The BTL endpoint of one peer (opaque to Open MPI). */
@@ -60,6 +66,9 @@ struct mca_btl_base_endpoint_t {
     uint32_t tx_seq = 0;         /* next packet number towards the peer */
     std::deque<btlcredit::Frag *> pending;  /* descriptors waiting for credits */
     bool waiting = false;        /* on State::waiting */
+    /* how puts to an emulated_rma peer travel (btl_credit_put_rate.h) */
+    btlcredit::PutRate put_rate{mca_btl_credit_params.put_eager_rate, btlcredit::kPutRateSample,
+                                 btlcredit::kPutRateProbe};
 };
 
 /* A registration handle; ob1 copies btl_registration_handle_size bytes of
@@ -104,6 +113,8 @@ struct RdmaOp {
     rdrp_ucx_rkey_t *rkey;          /* get only (a put carries no rkey) */
     int status;
     btl_credit_put_hdr_t put_hdr;   /* a put's AM header: lives until the send completes */
+    size_t put_bytes;               /* a put's size, for its peer's PutRate (0: a get) */
+    bool put_eager;                 /* sent by UCX eager (untimed) */
 };
 
 /* What a mailbox data slot holds. */

@@ -23,18 +23,20 @@
  * RPUT to peers whose module offers PUT (remote peers without a native
  * get: btl_credit_endpoint.cc).
  *
- * Known cost: over TCP, UCX 1.13's rendezvous uses TCP put_zcopy, one put
- * in flight per endpoint, each waiting for its acknowledgement.  Behind a
- * full switch queue (ports shaped to 2 Gbit/s, 1000 packets) that halved
- * the bidirectional bandwidth at 1 MiB (242-248 MB/s against ob1/tcp's
- * 464-476).  UCX's eager protocol for these puts (the receiver copies)
- * reached 405-477 there but lost 30-45 % unshaped (4 MiB bibw 1792 MB/s
- * against 3218, latency 1566 us against 911), so rendezvous it stays.
+ * Over TCP, UCX 1.13's rendezvous costs three control messages in the
+ * reverse direction (ob1's PUT, UCX's RTR, TCP's PUT_ACK), each behind the
+ * peer's own traffic.  Behind a full switch queue (ports shaped to
+ * 2 Gbit/s, 1000 packets) that halved the bidirectional bandwidth at 1 MiB
+ * (242-295 MB/s against ob1/tcp's 464-476), while UCX's eager protocol (the
+ * receiver copies) reached 428-477 there but lost 30-45 % unshaped.  So
+ * each peer's puts take the protocol its measured delivery rate calls for
+ * (btl_credit_put_rate.h, btl_credit_put_eager_rate).
  */
 #include "btl_credit_internal.h"
 #include "btl_credit_wire_check.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -55,10 +57,29 @@ static RdmaOp *op_get()
     return op;
 }
 
+static uint64_t now_ns()
+{
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+}
+
+/* A put to ep finished: feed its peer's delivered rate (lock held). */
+static void put_finished(mca_btl_base_endpoint_t *ep, size_t bytes, bool eager)
+{
+    const bool was = ep->put_rate.eager();
+    ep->put_rate.completed(now_ns(), bytes, eager);
+    if (ep->put_rate.eager() != was)
+        BTL_CREDIT_VERBOSE(5, "puts to %s now by UCX %s: delivered at %.0f MB/s (btl_credit_put_eager_rate %.0f)",
+                           OPAL_NAME_PRINT(ep->name), ep->put_rate.eager() ? "eager" : "rendezvous",
+                           ep->put_rate.last_rate_mb_s(), mca_btl_credit_params.put_eager_rate);
+}
+
 static void rdma_done(void *request, ucs_status_t status, void *user_data)
 {
     RdmaOp *op = static_cast<RdmaOp *>(user_data);
     op->status = status == UCS_OK ? OPAL_SUCCESS : OPAL_ERROR;
+    if (op->put_bytes) put_finished(op->ep, op->put_bytes, op->put_eager);
     --g.outstanding;
     g.rdma_done.push_back(op);
     ucp_request_free(request);
@@ -166,7 +187,11 @@ static int start_failed(const char *what, mca_btl_base_endpoint_t *ep, ucs_statu
  * progress, never inside put/get), failed, or in flight. */
 static int started(const char *what, mca_btl_base_endpoint_t *ep, ucs_status_ptr_t sp, RdmaOp *op)
 {
-    if (sp == nullptr) g.rdma_done.push_back(op);
+    if (op->put_bytes && !UCS_PTR_IS_ERR(sp)) ep->put_rate.started(now_ns(), op->put_bytes, op->put_eager);
+    if (sp == nullptr) {
+        if (op->put_bytes) put_finished(ep, op->put_bytes, op->put_eager);
+        g.rdma_done.push_back(op);
+    }
     else if (UCS_PTR_IS_ERR(sp)) return start_failed(what, ep, UCS_PTR_STATUS(sp), op);
     else ++g.outstanding;
     return OPAL_SUCCESS;
@@ -201,7 +226,7 @@ static int get_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
         rdrp_ucx_rkey_put(g.uw, k);
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    *op = RdmaOp{ep, local, local_handle, cb, ctx, data, k, OPAL_SUCCESS, {}};
+    *op = RdmaOp{ep, local, local_handle, cb, ctx, data, k, OPAL_SUCCESS, {}, 0, false};
     ucp_request_param_t p;
     op_param(&p, op);
     ++g.stats[MCA_BTL_CREDIT_STAT_GETS];
@@ -220,7 +245,7 @@ static int put_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
     endpoint_connect(ep);
     RdmaOp *op = op_get();
     if (OPAL_UNLIKELY(!op)) return OPAL_ERR_OUT_OF_RESOURCE;
-    *op = RdmaOp{ep, local, local_handle, cb, ctx, data, nullptr, OPAL_SUCCESS, {}};
+    *op = RdmaOp{ep, local, local_handle, cb, ctx, data, nullptr, OPAL_SUCCESS, {}, size, false};
     op->put_hdr.version = BTL_CREDIT_WIRE_VERSION;
     op->put_hdr.src = g.me;
     op->put_hdr.region_id = remote_handle->region_id;
@@ -228,8 +253,17 @@ static int put_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
     ucp_request_param_t p;
     op_param(&p, op);
     p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = UCP_AM_SEND_FLAG_RNDV;  /* completion = the data is at the target */
+    /* Rendezvous: completion = the data is at the target.  Eager (a slow
+     * link, btl_credit_put_rate.h): completion = the data is in UCX's
+     * hands; the target's handler copies it in before anything sent later
+     * on this endpoint is handled (UCX sends every active message of an
+     * endpoint on its one AM lane, in order), so ob1's FIN still finds it
+     * there. */
+    const bool eager = ep->emulated_rma && ep->put_rate.next_eager();
+    op->put_eager = eager;
+    p.flags = eager ? UCP_AM_SEND_FLAG_EAGER : UCP_AM_SEND_FLAG_RNDV;
     ++g.stats[MCA_BTL_CREDIT_STAT_PUTS];
+    if (eager) ++g.stats[MCA_BTL_CREDIT_STAT_EAGER_PUTS];
     return started("put", ep, ucp_am_send_nbx(ep->ep, BTL_CREDIT_AM_PUT, &op->put_hdr, sizeof(op->put_hdr),
                                                local, size, &p), op);
 }

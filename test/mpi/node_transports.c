@@ -17,6 +17,11 @@
  * (emulated GET; issue 21): the remote window counts btl_put operations
  * for every large message sent and no btl_get.
  *
+ * MPITEST_EXPECT_EAGER_PUTS=1  (ob1 + btl/credit with btl_credit_put_eager_rate
+ *   above any real rate) the remote exchange runs six more times (5 MiB of
+ *   puts per peer each), and the puts after the first three delivered-rate
+ *   samples (24 MiB per peer) go by UCX eager: btl_credit_eager_puts counts some, and the data still arrives
+ *   whole (the target copies an eager put in before ob1's FIN is handled)
  * MPITEST_EXPECT_NODES=N  the job spans N nodes with distinct hostnames
  * MPITEST_EXPECT_REMOTE_PATH=am|rma  data path of a remote rdrp rendezvous
  *   (default am; "rma" when pml_rdrp_data_path rma forces it)
@@ -110,9 +115,12 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
     mt_section("peers on my node");
+    unsigned long bl0[B_N], bl1[B_N];
     read_all(a);
+    read_btl(bl0);
     int sent_local = exchange(&n, 1, sb, rb);
     read_all(b);
+    read_btl(bl1);
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
     mt_section("peers on other nodes");
@@ -159,6 +167,29 @@ int main(int argc, char **argv)
                 CHECK(d2[remote_path] == d2[C_RDRP], "remote rendezvous: %lu by the expected data path (%s) of %lu "
                       "(am %lu, rma %lu)", d2[remote_path], rp ? rp : "am", d2[C_RDRP], d2[C_AM], d2[C_RMA]);
         }
+    }
+    if (getenv("MPITEST_EXPECT_EAGER_PUTS") && credit) {
+        mt_section("remote puts by UCX eager below btl_credit_put_eager_rate");
+        pvar_t ev;
+        pvar_open(&ev, "btl_credit_eager_puts");
+        CHECK(ev.ok, "btl/credit counter btl_credit_eager_puts missing");
+        unsigned long e0 = ev.ok ? pvar_read(&ev) : 0;
+        int sent = 0;
+        for (int round = 0; round < 6; round++) sent += exchange(&n, 0, sb, rb);
+        unsigned long e1 = ev.ok ? pvar_read(&ev) : 0;
+        if (mt_verbose) printf("[rank %d] %d more messages to remote peers: %lu eager puts\n", mt_rank, sent, e1 - e0);
+        if (sent > 0) CHECK(e1 > e0, "no put went by UCX eager though every measured rate is below the threshold");
+        pvar_close(&ev);
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    }
+    if (credit && sent_local > 0) {
+        /* ob1 keeps the RDMA flags it copied per endpoint when the peer was
+         * added: a peer on the node (native get by CMA) keeps RGET even
+         * once the module offers remote TCP peers PUT instead */
+        unsigned long gets = bl1[B_GETS] - bl0[B_GETS];
+        if (mt_verbose) printf("[rank %d] btl/credit to peers on my node: %lu gets\n", mt_rank, gets);
+        CHECK(gets >= (unsigned long)(NLARGE * nlocal), "btl/credit: %lu gets for %d large messages to peers on my "
+              "node (RGET over CMA expected)", gets, NLARGE * nlocal);
     }
     if (credit && sent_remote > 0) {
         unsigned long puts = bt1[B_PUTS] - bt0[B_PUTS], gets = bt1[B_GETS] - bt0[B_GETS];
