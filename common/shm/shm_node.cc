@@ -39,6 +39,29 @@ size_t node_ring_offset(size_t ring_size, uint32_t i)
 
 size_t node_segment_bytes(uint32_t nlocal, size_t ring_size) { return node_ring_offset(ring_size, nlocal); }
 
+namespace {
+
+/* Pre-fault the part of the ring at r (ring_size bytes of data) that only
+ * a stream outrunning its consumer walks into.  Not its head: the first
+ * kPrefaultFrom bytes, where a consumer that keeps up rewinds (kRewindAt),
+ * stay to be faulted by their first real use.  Measured (osu_latency,
+ * 20000 iterations, RT, quiet): with the head pre-faulted at start-up,
+ * with MAP_POPULATE or by writing it, ping-pong at 2 and 4 KiB took 0.91
+ * and 1.19 us against 0.74 and 0.99 with the head faulted by its first
+ * message, and stayed so for the whole job (a stream that walked the
+ * whole ring first changed nothing); osu_bw at 4 KiB fell from 10.4 to
+ * 7.2 GB/s.  Why pages touched at start-up stay slower on this guest is
+ * not known (their placement is the guess). */
+constexpr size_t kPrefaultFrom = 2 * kRewindAt;
+
+void ring_prefault_range(void *r, size_t ring_size)
+{
+    if (ring_size <= kPrefaultFrom) return;
+    segment_populate(static_cast<char *>(r) + kRingOverhead + kPrefaultFrom, ring_size - kPrefaultFrom);
+}
+
+}  // namespace
+
 RingSizing size_rings(uint32_t nlocal, size_t want_ring, size_t must_fit, size_t want_eager, size_t headers,
                       size_t budget)
 {
@@ -60,7 +83,7 @@ bool NodeSegment::create(uint64_t magic, const char *name, uint32_t jobid, uint3
         return false;
     }
     size_t len = node_segment_bytes(nlocal, ring_size);
-    if (!segment_create(len, &seg_, err, name, prefault)) return false;
+    if (!segment_create(len, &seg_, err, name)) return false;
     prefault_ = prefault;
     auto *h = static_cast<SegmentHeader *>(seg_.base);
     h->magic = magic;
@@ -76,6 +99,7 @@ bool NodeSegment::create(uint64_t magic, const char *name, uint32_t jobid, uint3
     for (uint32_t i = 0; i < nlocal; ++i) {
         void *r = static_cast<char *>(seg_.base) + node_ring_offset(ring_size, i);
         ring_init(r, ring_size);
+        if (prefault) ring_prefault_range(r, ring_size);
         rx_[i].attach(r, ring_size);
     }
     on_ = true;
@@ -133,7 +157,7 @@ bool NodeSegment::connect(const NodeIdentity &peer, bool self, NodePeer *out, st
     if (self) {
         base = seg_.base;
     } else {
-        if (!segment_attach(peer.pid, peer.fd, peer.seg_len, &out->mapped, err, prefault_)) return false;
+        if (!segment_attach(peer.pid, peer.fd, peer.seg_len, &out->mapped, err)) return false;
         base = out->mapped.base;
     }
     const auto *h = static_cast<const SegmentHeader *>(base);
@@ -142,7 +166,9 @@ bool NodeSegment::connect(const NodeIdentity &peer, bool self, NodePeer *out, st
         *err = "the peer's segment does not match its identity";
         return false;
     }
-    out->tx.attach(static_cast<char *>(base) + node_ring_offset(peer.ring_size, local_rank_), peer.ring_size);
+    void *ring = static_cast<char *>(base) + node_ring_offset(peer.ring_size, local_rank_);
+    if (prefault_ && !self) ring_prefault_range(ring, peer.ring_size);
+    out->tx.attach(ring, peer.ring_size);
     out->pid = peer.pid;
     out->ok = true;
     if (peer.local_rank < tx_to_.size()) tx_to_[peer.local_rank] = &out->tx;

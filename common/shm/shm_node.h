@@ -66,11 +66,13 @@ struct NodePeer {
 class NodeSegment {
 public:
     /* The segment of this process: nlocal rings of ring_size bytes, with
-     * magic in its header.  prefault: every page of it is allocated and
-     * mapped now, and so is every peer's segment at connect (see
-     * segment_create: a ring walked through fresh pages pays a trap per
-     * page on first touch, on both sides).  false with a reason in *err
-     * (then off). */
+     * magic in its header.  prefault: the pages of every ring past its
+     * first kPrefaultFrom bytes are allocated and mapped now, in our
+     * segment and in each peer's at connect (a ring walked through fresh
+     * pages pays a trap per page on first touch, on both sides: see
+     * segment_populate); the head of each ring, all a consumer that keeps
+     * up ever uses, is left to its first touch (ring_prefault_range says
+     * why).  false with a reason in *err (then off). */
     bool create(uint64_t magic, const char *name, uint32_t jobid, uint32_t nlocal, uint32_t local_rank,
                 size_t ring_size, std::string *err, bool prefault = false);
     void release();

@@ -12,7 +12,7 @@
 
 namespace rdrp::shm {
 
-bool segment_create(size_t len, Segment *out, std::string *err, const char *name, bool prefault)
+bool segment_create(size_t len, Segment *out, std::string *err, const char *name)
 {
     int fd = memfd_create(name, MFD_CLOEXEC);
     if (fd < 0) {
@@ -24,10 +24,7 @@ bool segment_create(size_t len, Segment *out, std::string *err, const char *name
         close(fd);
         return false;
     }
-    /* MAP_POPULATE on a shared memfd mapping allocates the pages (a
-     * read fault of shmem allocates) and maps them writable, all in one
-     * call instead of one trap per page */
-    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | (prefault ? MAP_POPULATE : 0), fd, 0);
+    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
         *err = std::string("mmap: ") + strerror(errno);
         close(fd);
@@ -39,7 +36,7 @@ bool segment_create(size_t len, Segment *out, std::string *err, const char *name
     return true;
 }
 
-bool segment_attach(int pid, int fd, size_t len, Segment *out, std::string *err, bool prefault)
+bool segment_attach(int pid, int fd, size_t len, Segment *out, std::string *err)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
@@ -48,7 +45,7 @@ bool segment_attach(int pid, int fd, size_t len, Segment *out, std::string *err,
         *err = std::string("open ") + path + ": " + strerror(errno);
         return false;
     }
-    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | (prefault ? MAP_POPULATE : 0), myfd, 0);
+    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, myfd, 0);
     close(myfd);  /* the mapping keeps the memory */
     if (p == MAP_FAILED) {
         *err = std::string("mmap ") + path + ": " + strerror(errno);
@@ -58,6 +55,21 @@ bool segment_attach(int pid, int fd, size_t len, Segment *out, std::string *err,
     out->len = len;
     out->fd = -1;
     return true;
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+void segment_populate(void *addr, size_t len)
+{
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    uintptr_t a = (reinterpret_cast<uintptr_t>(addr) + page - 1) & ~(page - 1);
+    uintptr_t e = (reinterpret_cast<uintptr_t>(addr) + len) & ~(page - 1);
+    /* allocates the pages and maps them writable without writing them:
+     * safe on a ring a peer is already using.  An older kernel (EINVAL)
+     * leaves them to their first touch. */
+    if (e > a) (void)madvise(reinterpret_cast<void *>(a), e - a, MADV_POPULATE_WRITE);
 }
 
 void segment_release(Segment *s)

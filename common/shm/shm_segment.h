@@ -29,16 +29,16 @@ struct Segment {
 };
 
 /* A zeroed segment of len bytes; name is the memfd's (what /proc/<pid>/fd
- * shows, never a file).  prefault: allocate and map every page now
- * (MAP_POPULATE), so that no first touch of a fresh page traps later (on
- * this project's VM guest a first-touch fault costs 30-80 us: a stream
- * walking fresh ring pages ran at a third of its later rate).  false with
- * a reason in *err. */
-bool segment_create(size_t len, Segment *out, std::string *err, const char *name = "rdrp-shm",
-                    bool prefault = false);
-/* Map segment fd of process pid (prefault: map every page now, see
- * segment_create).  false with a reason in *err. */
-bool segment_attach(int pid, int fd, size_t len, Segment *out, std::string *err, bool prefault = false);
+ * shows, never a file).  false with a reason in *err. */
+bool segment_create(size_t len, Segment *out, std::string *err, const char *name = "rdrp-shm");
+/* Map segment fd of process pid.  false with a reason in *err. */
+bool segment_attach(int pid, int fd, size_t len, Segment *out, std::string *err);
+/* Allocate and map the whole pages of [addr, addr + len) now, without
+ * changing their contents (MADV_POPULATE_WRITE), so that no first touch of
+ * them traps later: on this project's VM guest a first-touch fault costs
+ * 30-80 us, and a stream walking fresh ring pages ran at a third of its
+ * later rate. */
+void segment_populate(void *addr, size_t len);
 /* Unmap (and close, for the creator). */
 void segment_release(Segment *s);
 

@@ -9,10 +9,10 @@
  *    arrive complete and in order;
  *  - a window of 64 posted receives waited for together (MPI_Waitall) is
  *    taken from the ring in a few poll passes, not one per message;
- *  - every page of the rings is resident before the first message
- *    (pml_rdrp_shm_prefault, the default): a stream through fresh ring
- *    pages paid a page fault per 4 KiB, osu_bibw 1 B two thirds of its
- *    rate on this project's VM;
+ *  - the rings' pages past their heads are resident before the first
+ *    message (pml_rdrp_shm_prefault, the default): a stream through fresh
+ *    ring pages paid a page fault per 4 KiB, osu_bibw 1 B two thirds of
+ *    its rate on this project's VM;
  * MPITEST_EXPECT_SHM=1 (pml/rdrp's default on one node): every message
  * went through a shared-memory ring (pml_rdrp_ucx_sent stays 0), some had
  * to wait for ring room, and large messages moved by CMA.
@@ -42,14 +42,18 @@ int main(int argc, char **argv)
     if (expect >= 0) CHECK(mt_pml_is("rdrp") && shm_sent.ok && ucx_sent.ok && cma.ok, "pml/rdrp transport counters missing");
 
     /* first, while the rings are as MPI_Init and the first contact left them */
-    mt_section("every page of the rings is there before the first message");
-    /* With pml_rdrp_shm_prefault (the default) the rings' pages are
-     * allocated and mapped when they are made (our segment at start-up,
-     * a peer's at first contact): in /proc/self/smaps each mapping of a
-     * pml/rdrp segment is resident in full.  Without it a stream walking a
-     * fresh ring took a page fault every 4 KiB on the sending side (2000
-     * one-byte messages to a sleeping receiver: 63-76 faults) and osu_bibw
-     * 1 B ran at a third of its later rate. */
+    mt_section("the rings' pages are there before the first message");
+    /* With pml_rdrp_shm_prefault (the default) each ring's pages past its
+     * first 32 KiB are allocated and mapped when it is made (every ring of
+     * our segment at start-up, the one we write in a peer's segment at
+     * first contact); the head is left to its first use (shm_node.cc says
+     * why).  So in /proc/self/smaps our segment is resident but for the
+     * heads, and a peer's at least for the ring we write in it: at np <= 4
+     * with rings of 1 MiB well over 1 / (2 * np) of each mapping.  Without
+     * it, 8 of 2052 kB; a stream walking a fresh ring took a page fault
+     * every 4 KiB on the sending side (2000 one-byte messages to a sleeping
+     * receiver: 63-76 faults) and osu_bibw 1 B ran at a third of its later
+     * rate. */
     for (int d = 1; d < mt_size; d++) {  /* first contact with every peer */
         int to = (mt_rank + d) % mt_size, from = (mt_rank - d + mt_size) % mt_size;
         CHECK_MPI(MPI_Sendrecv(NULL, 0, MPI_BYTE, to, 70, NULL, 0, MPI_BYTE, from, 70, MPI_COMM_WORLD,
@@ -73,7 +77,8 @@ int main(int argc, char **argv)
             } else if (in_seg && sscanf(line, "Rss: %ld kB", &v) == 1) {
                 if (mt_verbose) printf("[rank %d] ring segment: %ld of %ld kB resident\n", mt_rank, v, size_kb);
                 if (expect == 1 && prefault)
-                    CHECK(v == size_kb, "a shared-memory ring segment has %ld of its %ld kB resident", v, size_kb);
+                    CHECK(v * 2 * mt_size >= size_kb, "a shared-memory ring segment has %ld of its %ld kB resident",
+                          v, size_kb);
             }
         }
         if (f) fclose(f);
