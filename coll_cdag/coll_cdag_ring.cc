@@ -150,16 +150,24 @@ void ring_connect(uint64_t peer_id, const rdrp::shm::NodeIdentity &id)
     G.ring_peers[peer_id] = rp;
 }
 
+bool ring_push_now(RingPeer *rp, const AmHdr &h, const void *buf, uint64_t len)
+{
+    if (!rp->backlog.empty() || !rp->np.tx.push(kRingMsg, &h, sizeof(h), buf, len)) return false;
+    ++cdag_glue_stats.msgs_sent;
+    cdag_glue_stats.bytes_sent += len;
+    ++cdag_glue_stats.ring_sent;
+    return true;
+}
+
 int ring_send(Comm *c, cdag::Executor &ex, cdag::VertexId v, RingPeer *rp, const AmHdr &h, const void *buf,
               uint64_t len, uint32_t tokens)
 {
-    ++cdag_glue_stats.msgs_sent;
-    cdag_glue_stats.bytes_sent += len;
-    if (rp->backlog.empty() && rp->np.tx.push(kRingMsg, &h, sizeof(h), buf, len)) {
-        ++cdag_glue_stats.ring_sent;
+    if (ring_push_now(rp, h, buf, len)) {
         send_complete(c, &ex, v, tokens);
         return 0;
     }
+    ++cdag_glue_stats.msgs_sent;  // counted once, now; ring_sent when it leaves the backlog
+    cdag_glue_stats.bytes_sent += len;
     if (!rp->listed) {
         rp->listed = true;
         G.backlogged.push_back(rp);
@@ -168,15 +176,6 @@ int ring_send(Comm *c, cdag::Executor &ex, cdag::VertexId v, RingPeer *rp, const
     ++G.ring_backlog;
     ++cdag_glue_stats.ring_backlogged;
     return 0;
-}
-
-bool ring_push_now(RingPeer *rp, const AmHdr &h, const void *buf, uint64_t len)
-{
-    if (!rp->backlog.empty() || !rp->np.tx.push(kRingMsg, &h, sizeof(h), buf, len)) return false;
-    ++cdag_glue_stats.msgs_sent;
-    cdag_glue_stats.bytes_sent += len;
-    ++cdag_glue_stats.ring_sent;
-    return true;
 }
 
 void ring_forget(const cdag::Executor *ex)
