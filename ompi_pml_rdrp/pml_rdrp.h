@@ -40,6 +40,8 @@ typedef struct mca_pml_rdrp_params {
     int    shm;                /* peers on this node through shared-memory rings and CMA */
     size_t shm_ring_size;      /* bytes of one ring (one per local sender) */
     int    shm_prefault;       /* allocate and map every ring page at start-up, not at first touch */
+    int    shm_cma_min;        /* smallest message to a CMA peer on the node sent by single copy
+                                  (-1: measured at start-up, transport_configure; 0: none) */
     size_t auto_rma_min;       /* auto, on-node: messages this large switch from am to rma */
     int    progress_iterations;/* iprobe misses between opal_progress calls */
     int    credit;             /* gate eager data with credits (issue 4) */

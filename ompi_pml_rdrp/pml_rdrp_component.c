@@ -99,6 +99,7 @@ static const rdrp_param_rule_t param_rules[] = {
     P_ULL(auto_rma_min, auto_rma_min, ANY_SIZE),
     P_INT(shm, 0, 1),
     P_INT(shm_prefault, 0, 1),
+    P_INT(shm_cma_min, -1, 16 << 20),
     P_ULL(shm_ring_size, shm_ring_size, 1ULL << 30),
     P_ULL(shm_eager_limit, shm_eager_limit, 16ULL << 20),
     P_ULL(am_eager_limit, am_eager_limit, 16ULL << 20),
@@ -242,6 +243,15 @@ static int rdrp_register(void)
             "that keeps up uses, are left to their first use: pre-touched at start-up they stayed slower for "
             "the whole job (ping-pong at 4 KiB 1.19 against 0.99 us).  Costs the pages of every ring at once",
             &p->shm_prefault, OPAL_INFO_LVL_5);
+    p->shm_cma_min = -1;
+    reg_int("shm_cma_min", "Smallest message (bytes of packed payload) to a peer on this node that goes by "
+            "single-copy rendezvous (CMA: the receiver copies straight from the sender's buffer) although it "
+            "fits one ring message (pml_rdrp_shm_eager_limit); only for peers CMA reaches.  A ring message "
+            "costs two copies that each cross between cores, a single copy one kernel copy plus a rendezvous "
+            "round trip, and which wins from which size depends on the machine: -1 = chosen at start-up from "
+            "the measured cost of a 4 KiB CMA copy (8192 when it costs at most 1 us, else 0); 0 = never "
+            "(every message up to pml_rdrp_shm_eager_limit through the ring)",
+            &p->shm_cma_min, OPAL_INFO_LVL_5);
     reg_size("shm_ring_size", "Bytes of the ring each local peer writes into (rounded up to a power of two, "
              "at least four of the largest messages)", &shm_ring_size);
     reg_size("shm_eager_limit", "Largest message (bytes of packed payload) sent eagerly, in one ring message, to a "

@@ -9,6 +9,7 @@
  */
 #include "pml_rdrp_request.h"
 #include "pml_rdrp_transport.h"
+#include "common/shm/shm_cma_cost.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -96,6 +97,15 @@ void transport_configure()
         RDRP_VERBOSE(1, "%u processes on this node: ring eager limit %zu instead of %zu", L.nlocal, rs.eager_limit,
                      p.shm_eager_limit);
         p.shm_eager_limit = rs.eager_limit;
+    }
+    /* per process, not agreed on: only a sender reads it (a receiver
+     * takes either protocol), so ranks that measured differently still
+     * interoperate */
+    if (p.shm_cma_min < 0) {
+        double ns = shm::cma_self_copy_ns(4096, 16);
+        p.shm_cma_min = static_cast<int>(shm::single_copy_min_for(ns));
+        RDRP_VERBOSE(2, "a 4 KiB CMA copy costs %.0f ns here: single copy to peers on this node from %d bytes "
+                     "(0: none)", ns, p.shm_cma_min);
     }
 }
 
@@ -207,6 +217,11 @@ Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
      * moves by active messages pays round trips a copy does not */
     ep->eager_limit = ep->shm ? p.shm_eager_limit : p.eager_limit;
     const char *eager_from = ep->shm ? "pml_rdrp_shm_eager_limit" : "pml_rdrp_eager_limit";
+    if (ep->shm && ep->path == RDRP_PATH_CMA && p.shm_cma_min > 0 &&
+        static_cast<size_t>(p.shm_cma_min) <= ep->eager_limit) {
+        ep->eager_limit = static_cast<size_t>(p.shm_cma_min) - 1;
+        eager_from = "pml_rdrp_shm_cma_min: a single copy is cheaper than the ring from there";
+    }
     if (!ep->shm && ep->remote && ep->path == RDRP_PATH_AM && p.am_eager_limit > ep->eager_limit) {
         ep->eager_limit = p.am_eager_limit;
         eager_from = "pml_rdrp_am_eager_limit: a remote peer on the am path";

@@ -13,6 +13,8 @@
  *    message (pml_rdrp_shm_prefault, the default): a stream through fresh
  *    ring pages paid a page fault per 4 KiB, osu_bibw 1 B two thirds of
  *    its rate on this project's VM;
+ *  - from pml_rdrp_shm_cma_min (measured at start-up by default) a message
+ *    that would fit the ring goes by single copy instead;
  * MPITEST_EXPECT_SHM=1 (pml/rdrp's default on one node): every message
  * went through a shared-memory ring (pml_rdrp_ucx_sent stays 0), some had
  * to wait for ring room, and large messages moved by CMA.
@@ -171,6 +173,46 @@ int main(int argc, char **argv)
         free(b);
     }
     pvar_close(&passes);
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+
+    mt_section("single copy from pml_rdrp_shm_cma_min");
+    /* pml_rdrp_shm_cma_min (-1, the default, is measured at start-up) is
+     * a resolved size after MPI_Init; to a peer on the node a message one
+     * byte below it goes through the ring, one of that size by CMA, while
+     * both fit one ring message (pml_rdrp_shm_eager_limit). */
+    {
+        long long cma_min = -2, shm_eager = 0;
+        pvar_t eager;
+        pvar_open(&eager, "pml_rdrp_eager_sent");
+        cvar_int("pml_rdrp_shm_cma_min", &cma_min);
+        cvar_int("pml_rdrp_shm_eager_limit", &shm_eager);
+        if (expect == 1) {
+            CHECK(eager.ok, "pml_rdrp_eager_sent missing");
+            CHECK(cma_min >= 0, "pml_rdrp_shm_cma_min is %lld after MPI_Init: not resolved", cma_min);
+        }
+        if (mt_verbose) printf("[rank %d] single copy from %lld bytes\n", mt_rank, cma_min);
+        if (expect == 1 && cma_min > 1 && cma_min <= shm_eager && mt_size >= 2 && mt_rank < 2) {
+            size_t n[2] = {(size_t)cma_min - 1, (size_t)cma_min};
+            char *b = mt_malloc(n[1]);
+            for (int k = 0; k < 2; k++) {
+                if (mt_rank == 0) {
+                    unsigned long e0 = pvar_read(&eager), c0 = pvar_read(&cma);
+                    mt_fill(b, n[k], 0, 80 + k, 0);
+                    CHECK_MPI(MPI_Send(b, (int)n[k], MPI_BYTE, 1, 80 + k, MPI_COMM_WORLD));
+                    unsigned long de = pvar_read(&eager) - e0, dc = pvar_read(&cma) - c0;
+                    CHECK(k == 0 ? (de == 1 && dc == 0) : (de == 0 && dc == 1),
+                          "%zu bytes (single copy from %lld): %lu eager, %lu CMA rendezvous", n[k], cma_min, de, dc);
+                } else {
+                    MPI_Status st;
+                    CHECK_MPI(MPI_Recv(b, (int)n[k], MPI_BYTE, 0, 80 + k, MPI_COMM_WORLD, &st));
+                    CHECK_STATUS(&st, 0, 80 + k, (long long)n[k], "%zu bytes", n[k]);
+                    CHECK_BUF(b, n[k], 0, 80 + k, 0, "%zu bytes", n[k]);
+                }
+            }
+            free(b);
+        }
+        pvar_close(&eager);
+    }
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
     if (expect >= 0) {

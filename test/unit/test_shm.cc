@@ -16,6 +16,7 @@
 
 #include "common/shm/shm_ring.h"
 #include "common/shm/shm_segment.h"
+#include "common/shm/shm_cma_cost.h"
 
 using namespace rdrp::shm;
 
@@ -549,4 +550,29 @@ TEST(ShmRing, HandlerCanEndTheBatchAndNothingIsLostOrRepeated)
         ASSERT_EQ(got, sent);
         EXPECT_FALSE(r.cons.ready());
     }
+}
+
+// The start-up probe of pml_rdrp_shm_cma_min: a real measurement (a time,
+// or -errno where CMA is not permitted), and the rule that turns it into
+// the smallest single-copy message: 8 KiB where a 4 KiB copy costs at
+// most 1 us, otherwise none; a failed probe never turns single copy on.
+TEST(ShmCmaCost, ProbeMeasuresASelfCopyOrSaysWhyNot)
+{
+    double ns = cma_self_copy_ns(4096, 4);
+    EXPECT_NE(ns, 0.0);
+    if (ns > 0) EXPECT_LT(ns, 1e9) << "one 4 KiB copy took over a second";
+    EXPECT_LT(cma_self_copy_ns(0, 4), 0.0);
+    EXPECT_LT(cma_self_copy_ns(4096, 0), 0.0);
+}
+
+TEST(ShmCmaCost, RuleTurnsSingleCopyOnOnlyWhenCheap)
+{
+    EXPECT_EQ(single_copy_min_for(-EPERM), 0u);
+    EXPECT_EQ(single_copy_min_for(0.0), kCheapCmaMin);
+    EXPECT_EQ(single_copy_min_for(450.0), kCheapCmaMin);
+    EXPECT_EQ(single_copy_min_for(kCheapCmaNs), kCheapCmaMin);
+    EXPECT_EQ(single_copy_min_for(kCheapCmaNs + 1), 0u);
+    EXPECT_EQ(single_copy_min_for(3000.0), 0u);
+    for (double ns = 0; ns < 5000; ns += 37.5)  // monotone: dearer never means more single copy
+        EXPECT_LE(single_copy_min_for(ns + 37.5) == 0 ? 0u : 1u, single_copy_min_for(ns) == 0 ? 0u : 1u);
 }
