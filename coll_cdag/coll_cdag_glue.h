@@ -54,6 +54,7 @@ typedef struct cdag_glue_config {
     /* shared-memory rings to peers on this node (common/shm/shm_node.h) */
     int      ring;            /* 1: messages up to ring_limit to a local peer go through its ring */
     uint64_t ring_limit;      /* largest payload through a ring (shrinks with many local ranks) */
+    int      cma;             /* 1: larger messages to a ring peer by single copy (process_vm_readv), if permitted */
     uint32_t jobid;           /* a ring only to peers of this job */
     uint64_t direct_limit;    /* blocking calls whose messages all go by rings and are at most this
                                * big skip op and executor (coll_cdag_direct.cc); 0: never */
@@ -93,6 +94,8 @@ typedef struct cdag_glue_stats {
     uint64_t wait_turns;       /* progress turns of blocking calls' waits (cdag_glue_op_wait_turn) */
     uint64_t wait_ucx_passes;  /* of those, turns that passed the UCX worker too (ring-only runs: every 16th) */
     uint64_t direct_runs;      /* blocking runs of the direct path (no op, no executor; counted in runs too) */
+    uint64_t cma_sent;         /* messages above the ring limit sent to a peer on this node by single copy (process_vm_readv) */
+    uint64_t cma_resent;       /* of those, sent again by UCX: the receiver could not read our memory */
 } cdag_glue_stats_t;
 extern cdag_glue_stats_t cdag_glue_stats;
 
