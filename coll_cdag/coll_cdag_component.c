@@ -363,7 +363,8 @@ static void register_pvars(void)
     reg_pvar("host_starts", "Nonblocking runs handed to the engine thread that the application's own progress "
              "started because it came first (a test or wait right after the start)", &cdag_glue_stats.host_starts);
     reg_pvar("rndv_held", "Rendezvous messages that arrived before their receive and were left unpulled until "
-             "it was posted (no pre-made early-arrival buffer was free): a sender that runs ahead waits "
+             "it was posted (UCX's when no pre-made early-arrival buffer was free; every early single-copy "
+             "descriptor, coll_cdag_cma): a sender that runs ahead waits "
              "instead of making this process allocate and fault in fresh memory", &cdag_glue_stats.rndv_held);
     reg_pvar("wait_turns", "Progress turns of blocking collectives' waits (each polls the rings)",
              &cdag_glue_stats.wait_turns);

@@ -90,7 +90,7 @@ typedef struct cdag_glue_stats {
     uint64_t ring_backlogged;  /* ring messages that waited for room in a full ring (sent later from progress) */
     uint64_t thread_starts;    /* engine thread: nonblocking runs it started (the application's start only queued them) */
     uint64_t host_starts;      /* queued nonblocking runs the application's progress started (it came first) */
-    uint64_t rndv_held;        /* rendezvous arrivals held unpulled until their receive was posted (no early buffer free) */
+    uint64_t rndv_held;        /* rendezvous arrivals held unpulled until their receive was posted (no early buffer free; single-copy descriptors) */
     uint64_t wait_turns;       /* progress turns of blocking calls' waits (cdag_glue_op_wait_turn) */
     uint64_t wait_ucx_passes;  /* of those, turns that passed the UCX worker too (ring-only runs: every 16th) */
     uint64_t direct_runs;      /* blocking runs of the direct path (no op, no executor; counted in runs too) */
