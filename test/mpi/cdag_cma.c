@@ -31,6 +31,19 @@ static void fill_int(int *p, size_t n, int who, int k)
     for (size_t i = 0; i < n; i++) p[i] = who * 1000003 + (int)i * 7 + k;
 }
 
+/* y holds the sum over np ranks of fill_int(.., rank, k) */
+static void check_sum(const int *y, size_t ni, int np, int k, const char *what)
+{
+    for (size_t i = 0; i < ni; i++) {
+        long want = 0;
+        for (int p = 0; p < np; p++) want += p * 1000003L + (long)i * 7 + k;
+        if (y[i] != (int)want) {
+            CHECK(0, "%s %zu ints: element %zu is %d, want %d", what, ni, i, y[i], (int)want);
+            return;
+        }
+    }
+}
+
 /* every large collective once on comm at n bytes (n a multiple of 4 for
  * the reductions: they use n / 4 ints) */
 static void large_round(MPI_Comm comm, size_t n, int k)
@@ -70,25 +83,10 @@ static void large_round(MPI_Comm comm, size_t n, int k)
     fill_int(x, ni, r, k);
     memset(y, 0, ni * sizeof(int));
     CHECK_MPI(MPI_Reduce(x, y, (int)ni, MPI_INT, MPI_SUM, 0, comm));
-    if (r == 0)
-        for (size_t i = 0; i < ni; i++) {
-            long want = 0;
-            for (int p = 0; p < np; p++) want += p * 1000003L + (long)i * 7 + k;
-            if (y[i] != (int)want) {
-                CHECK(0, "reduce %zu ints: element %zu is %d, want %d", ni, i, y[i], (int)want);
-                break;
-            }
-        }
+    if (r == 0) check_sum(y, ni, np, k, "reduce");
     memset(y, 0, ni * sizeof(int));
     CHECK_MPI(MPI_Allreduce(x, y, (int)ni, MPI_INT, MPI_SUM, comm));
-    for (size_t i = 0; i < ni; i++) {
-        long want = 0;
-        for (int p = 0; p < np; p++) want += p * 1000003L + (long)i * 7 + k;
-        if (y[i] != (int)want) {
-            CHECK(0, "allreduce %zu ints: element %zu is %d, want %d", ni, i, y[i], (int)want);
-            break;
-        }
-    }
+    check_sum(y, ni, np, k, "allreduce");
     free(buf);
     free(all);
     free(all2);
