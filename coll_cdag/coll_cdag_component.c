@@ -85,7 +85,7 @@ static char *algo_values[CDAG_NCOLL];
 static char *progress_value = NULL;
 static unsigned long long seg_size = 0, eager_size = 8192, eager_limit = 65536, ring_limit = 131072,
     direct_limit = 1024;
-static int ring_on = 1;
+static int ring_on = 1, cma_on = 1;
 static mca_base_var_enum_t *progress_enum = NULL;
 static char *throttle_value = NULL;
 static int throttle_rank_limit, throttle_node_tokens, throttle_concurrency, throttle_recover, throttle_cache;
@@ -100,7 +100,7 @@ static unsigned long long throttle_bpt;
 #define ANY_SIZE 0x7fffffffffffffffULL
 #define COLL_WORDS "all|barrier|bcast|reduce|allreduce|gather|scatter|allgather|alltoall|" \
     "reduce_scatter_block|reduce_scatter|scan|exscan|gatherv|scatterv|allgatherv|alltoallv"
-enum { N_FIXED_RULES = 22 };
+enum { N_FIXED_RULES = 23 };
 static rdrp_param_rule_t param_rules[N_FIXED_RULES + CDAG_NCOLL] = {
     C_INT("priority", mca_coll_cdag_params.priority, -1, 100),
     C_INT("finalize_check", mca_coll_cdag_params.finalize_check, 0, 2),
@@ -115,6 +115,7 @@ static rdrp_param_rule_t param_rules[N_FIXED_RULES + CDAG_NCOLL] = {
     C_ULL("eager_limit", eager_limit, 16ULL << 20),
     C_INT("ring", ring_on, 0, 1),
     C_ULL("ring_limit", ring_limit, 4ULL << 20),
+    C_INT("cma", cma_on, 0, 1),
     C_ULL("direct_limit", direct_limit, 4096),
     C_WORD("throttle", throttle_value, "off|rank|node"),
     C_INT("throttle_rank_limit", throttle_rank_limit, 0, 1 << 20),
@@ -215,6 +216,15 @@ static int cdag_register(void)
         "the limit used is lower (coll_cdag_verbose 2 prints it)"),
         MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5,
         MCA_BASE_VAR_SCOPE_READONLY, &ring_limit);
+    /* 1: at 256 KiB-4 MiB, np 2, UCX's rendezvous on our private worker
+     * cost 1.1-1.35x coll/tuned over vader's single copy (issue 14) */
+    cma_on = 1;
+    (void)mca_base_component_var_register(c, "cma", help_with_range("cma", "1: schedule messages above "
+        "coll_cdag_ring_limit to a process of this job on this node go as a descriptor through its ring and "
+        "the receiver copies them with one process_vm_readv (single copy, Linux CMA) straight into place, "
+        "if the processes may read each other's memory (ptrace permission, probed at start-up; else by UCX); "
+        "0: by UCX's rendezvous"),
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &cma_on);
     /* 1 KiB: every ring holds it however many ranks share the node
      * (coll_cdag_ring.cc kMustFit); above 4 KiB UCX may choose rendezvous */
     direct_limit = 1024;
@@ -353,7 +363,8 @@ static void register_pvars(void)
     reg_pvar("host_starts", "Nonblocking runs handed to the engine thread that the application's own progress "
              "started because it came first (a test or wait right after the start)", &cdag_glue_stats.host_starts);
     reg_pvar("rndv_held", "Rendezvous messages that arrived before their receive and were left unpulled until "
-             "it was posted (no pre-made early-arrival buffer was free): a sender that runs ahead waits "
+             "it was posted (UCX's when no pre-made early-arrival buffer was free; every early single-copy "
+             "descriptor, coll_cdag_cma): a sender that runs ahead waits "
              "instead of making this process allocate and fault in fresh memory", &cdag_glue_stats.rndv_held);
     reg_pvar("wait_turns", "Progress turns of blocking collectives' waits (each polls the rings)",
              &cdag_glue_stats.wait_turns);
@@ -362,6 +373,11 @@ static void register_pvars(void)
              "through rings", &cdag_glue_stats.wait_ucx_passes);
     reg_pvar("direct_runs", "Blocking collective runs of the direct path (coll_cdag_direct_limit: tiny "
              "ring-only calls, no operation object or executor); counted in runs too", &cdag_glue_stats.direct_runs);
+    reg_pvar("cma_sent", "Schedule messages above coll_cdag_ring_limit sent to a peer on this node by single "
+             "copy (a descriptor through its ring, the receiver's process_vm_readv; coll_cdag_cma)",
+             &cdag_glue_stats.cma_sent);
+    reg_pvar("cma_resent", "Single-copy messages sent again by UCX because the receiver could not read this "
+             "process's memory (later large messages to it go by UCX)", &cdag_glue_stats.cma_resent);
 }
 
 /* A ring of ours was stopped by a malformed entry (cfg.ring_fatal): the
@@ -473,6 +489,7 @@ static int cdag_open(void)
     cfg.plan_cache_v = (size_t)v_plan_cache;
     cfg.ring = ring_on;
     cfg.ring_limit = (uint64_t)ring_limit;
+    cfg.cma = cma_on;
     cfg.direct_limit = (uint64_t)direct_limit;
     cfg.jobid = OMPI_PROC_MY_NAME->jobid;
     cfg.ring_fatal = ring_fatal;

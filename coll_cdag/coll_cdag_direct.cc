@@ -91,6 +91,7 @@ bool take_parked(DirectWait *w)
     if (G.unexpected.empty()) return false;
     auto it = G.unexpected.find(w->k);
     if (it == G.unexpected.end() || it->second.pulling) return false;  // a pull ends in early_done: later
+    if (it->second.cma) return false;  // never a direct run's (fits: every message within the ring limit)
     Unexp u = it->second;
     G.unexpected.erase(it);
     if (u.len != w->len) {  // a schedule bug or a corrupted header: never overrun buf
@@ -215,7 +216,8 @@ bool fits(const Comm *c, const cdag::Plan &p)
 {
     if (p.num_vertices() > kDirectMaxVertices || !runs_on_rings(c, p)) return false;
     for (const cdag::Op &op : p.ops)
-        if ((op.kind == cdag::OpKind::Send || op.kind == cdag::OpKind::Recv) && op.a.len > G.cfg.direct_limit)
+        if ((op.kind == cdag::OpKind::Send || op.kind == cdag::OpKind::Recv) &&
+            (op.a.len > G.cfg.direct_limit || op.a.len > G.ring_limit))  // above it: a single-copy descriptor
             return false;
     return true;
 }

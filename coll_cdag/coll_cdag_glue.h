@@ -54,6 +54,7 @@ typedef struct cdag_glue_config {
     /* shared-memory rings to peers on this node (common/shm/shm_node.h) */
     int      ring;            /* 1: messages up to ring_limit to a local peer go through its ring */
     uint64_t ring_limit;      /* largest payload through a ring (shrinks with many local ranks) */
+    int      cma;             /* 1: larger messages to a ring peer by single copy (process_vm_readv), if permitted */
     uint32_t jobid;           /* a ring only to peers of this job */
     uint64_t direct_limit;    /* blocking calls whose messages all go by rings and are at most this
                                * big skip op and executor (coll_cdag_direct.cc); 0: never */
@@ -89,10 +90,12 @@ typedef struct cdag_glue_stats {
     uint64_t ring_backlogged;  /* ring messages that waited for room in a full ring (sent later from progress) */
     uint64_t thread_starts;    /* engine thread: nonblocking runs it started (the application's start only queued them) */
     uint64_t host_starts;      /* queued nonblocking runs the application's progress started (it came first) */
-    uint64_t rndv_held;        /* rendezvous arrivals held unpulled until their receive was posted (no early buffer free) */
+    uint64_t rndv_held;        /* rendezvous arrivals held unpulled until their receive was posted (no early buffer free; single-copy descriptors) */
     uint64_t wait_turns;       /* progress turns of blocking calls' waits (cdag_glue_op_wait_turn) */
     uint64_t wait_ucx_passes;  /* of those, turns that passed the UCX worker too (ring-only runs: every 16th) */
     uint64_t direct_runs;      /* blocking runs of the direct path (no op, no executor; counted in runs too) */
+    uint64_t cma_sent;         /* messages above the ring limit sent to a peer on this node by single copy (process_vm_readv) */
+    uint64_t cma_resent;       /* of those, sent again by UCX: the receiver could not read our memory */
 } cdag_glue_stats_t;
 extern cdag_glue_stats_t cdag_glue_stats;
 

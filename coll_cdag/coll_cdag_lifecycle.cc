@@ -123,6 +123,7 @@ static void tally_objects(rdrp_tally_t *t, uint64_t ops_held_by_requests)
     rdrp_tally_add(t, "posted receives", G.posted.size(), RDRP_TALLY_OURS);
     rdrp_tally_add(t, "queued sends", G.pending.size() + G.ring_backlog, RDRP_TALLY_OURS);
     rdrp_tally_add(t, "rendezvous pulls", pulling, RDRP_TALLY_OURS);
+    rdrp_tally_add(t, "single-copy sends waiting for their FIN", cma_pending(), RDRP_TALLY_OURS);
 }
 
 void cdag_glue_fini_tally(rdrp_tally_t *t, uint64_t ops_held_by_requests)
@@ -376,8 +377,11 @@ bool cdag_svc::runs_on_rings(const Comm *c, const cdag::Plan &plan)
     if (!G.ring_limit) return false;
     for (const cdag::Op &o : plan.ops) {
         if (o.kind != cdag::OpKind::Send && o.kind != cdag::OpKind::Recv) continue;
-        if (o.peer < 0 || o.peer >= c->size || !c->rings[static_cast<size_t>(o.peer)] || o.a.len > G.ring_limit)
-            return false;
+        if (o.peer < 0 || o.peer >= c->size) return false;
+        const RingPeer *rp = c->rings[static_cast<size_t>(o.peer)];
+        /* above the ring limit: a single-copy descriptor through the ring
+         * (coll_cdag_cma.cc), unless that peer refused one */
+        if (!rp || (o.a.len > G.ring_limit && !(G.cfg.cma && rp->np.cma && !rp->cma_refused))) return false;
     }
     return true;
 }
@@ -623,6 +627,7 @@ static void forget_run(const cdag::Executor *ex)
         else ++it;
     }
     if (G.ring_backlog) ring_forget(ex);
+    cma_forget(ex);
 }
 
 void cdag_glue_op_free(cdag_glue_op_t *op)

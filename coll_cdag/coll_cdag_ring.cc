@@ -39,7 +39,6 @@ namespace cdag_svc {
 namespace {
 
 constexpr uint64_t kRingMagic = 0x314d485347414443ull;  /* "CDAGSHM1" */
-constexpr uint16_t kRingMsg = 1;                        /* entry id of a schedule message */
 /* per entry beyond the payload: the wire header and the payload's
  * cache-line padding (shm_ring.h line_pad) */
 constexpr size_t kRingHeaders = sizeof(AmHdr) + 64;
@@ -58,14 +57,20 @@ constexpr size_t kMustFit = 1024;
  * instructions per call) */
 bool dispatch(uint16_t id, const void *hdr, size_t hlen, const void *payload, size_t plen)
 {
+    if (id == kRingFin) {
+        cma_fin(hdr, hlen, plen);
+        return G.direct && direct_satisfied();
+    }
     AmHdr h;
     std::memset(&h, 0, sizeof(h));
     if (hlen == sizeof(h)) std::memcpy(&h, hdr, sizeof(h));
-    if (id != kRingMsg || check_packet(hlen, h) != nullptr) {  // never touch memory for it
+    if ((id != kRingMsg && id != kRingCma) || check_packet(hlen, h) != nullptr) {  // never touch memory for it
         ++cdag_glue_stats.dropped;
         return false;
     }
-    deliver_eager(Key{h.cid, static_cast<uint32_t>(h.src), h.sched, h.seq, h.tag}, payload, plen);
+    Key k{h.cid, static_cast<uint32_t>(h.src), h.sched, h.seq, h.tag};
+    if (id == kRingCma) cma_arrival(k, payload, plen);
+    else deliver_eager(k, payload, plen);
     return G.direct && direct_satisfied();
 }
 
@@ -85,11 +90,15 @@ unsigned drain_backlogs()
         RingPeer *rp = G.backlogged[i];
         while (!rp->backlog.empty()) {
             RingPending m = rp->backlog.front();
-            if (!rp->np.tx.push(kRingMsg, &m.hdr, sizeof(m.hdr), m.buf, m.len)) break;
+            bool pushed = m.id == kRingMsg  ? rp->np.tx.push(kRingMsg, &m.hdr, sizeof(m.hdr), m.buf, m.len)
+                          : m.id == kRingCma ? rp->np.tx.push(kRingCma, &m.hdr, sizeof(m.hdr), &m.cd, sizeof(m.cd))
+                                             : rp->np.tx.push(kRingFin, &m.fin, sizeof(m.fin), nullptr, 0);
+            if (!pushed) break;
             rp->backlog.pop_front();
             --G.ring_backlog;
-            ++cdag_glue_stats.ring_sent;
             ++n;
+            if (m.id != kRingMsg) continue;  // a descriptor completes at its FIN; a FIN is all done
+            ++cdag_glue_stats.ring_sent;
             send_complete(m.c, m.ex, m.v, m.tokens);  // may send more (onto this backlog: it is not empty)
         }
         if (rp->backlog.empty()) {
@@ -124,6 +133,7 @@ void ring_teardown()
         delete kv.second;
     }
     G.ring_peers.clear();
+    G.ring_by_local.clear();
     G.backlogged.clear();
     G.ring_backlog = 0;
     G.node.release();
@@ -148,6 +158,8 @@ void ring_connect(uint64_t peer_id, const rdrp::shm::NodeIdentity &id)
         return;
     }
     G.ring_peers[peer_id] = rp;
+    if (id.local_rank >= G.ring_by_local.size()) G.ring_by_local.resize(id.local_rank + 1, nullptr);
+    G.ring_by_local[id.local_rank] = rp;
 }
 
 bool ring_push_now(RingPeer *rp, const AmHdr &h, const void *buf, uint64_t len)
@@ -176,6 +188,22 @@ int ring_send(Comm *c, cdag::Executor &ex, cdag::VertexId v, RingPeer *rp, const
     ++G.ring_backlog;
     ++cdag_glue_stats.ring_backlogged;
     return 0;
+}
+
+void ring_push_ctl(RingPeer *rp, const RingPending &m)
+{
+    if (rp->backlog.empty()) {
+        bool pushed = m.id == kRingCma ? rp->np.tx.push(kRingCma, &m.hdr, sizeof(m.hdr), &m.cd, sizeof(m.cd))
+                                       : rp->np.tx.push(kRingFin, &m.fin, sizeof(m.fin), nullptr, 0);
+        if (pushed) return;
+    }
+    if (!rp->listed) {
+        rp->listed = true;
+        G.backlogged.push_back(rp);
+    }
+    rp->backlog.push_back(m);
+    ++G.ring_backlog;
+    ++cdag_glue_stats.ring_backlogged;
 }
 
 void ring_forget(const cdag::Executor *ex)

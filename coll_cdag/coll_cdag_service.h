@@ -86,6 +86,8 @@ struct Unexp {
     cdag::Executor *wait_ex;  // a receive posted while pulling: completed with the copy
     cdag::VertexId wait_v;
     char *wait_buf;
+    bool cma = false;  // held: a single-copy descriptor (cd), pulled when the receive is posted (coll_cdag_cma.cc)
+    CmaDesc cd{};
 };
 
 class Tr final : public cdag::Transport {
@@ -206,6 +208,7 @@ struct Global {
     rdrp::shm::NodeSegment node;                      // ours: what local peers send us
     uint64_t ring_limit = 0;                           // largest payload through a ring (0: none)
     std::unordered_map<uint64_t, RingPeer *> ring_peers;  // by peer id
+    std::vector<RingPeer *> ring_by_local;             // by local rank: where a single copy's FIN goes
     std::vector<RingPeer *> backlogged;                // peers with messages waiting for ring room
     size_t ring_backlog = 0;                           // those messages
     struct DirectRun *direct = nullptr;  // the blocking direct run waiting now (coll_cdag_direct.cc)
@@ -248,12 +251,20 @@ struct RingPending {
     AmHdr hdr;
     const void *buf;
     uint64_t len;
+    uint16_t id = 1;  // kRingMsg: the payload at buf; kRingCma: cd; kRingFin: fin (ex null)
+    CmaDesc cd{};
+    CmaFin fin{};
 };
 struct RingPeer {
     rdrp::shm::NodePeer np;
     std::deque<RingPending> backlog;  // messages waiting for room, in order
     bool listed = false;              // in G.backlogged (a completion during the drain may queue more)
+    bool cma_refused = false;         // it could not read our memory once: large messages to it by UCX
 };
+/* ring entry ids */
+inline constexpr uint16_t kRingMsg = 1;  // a schedule message: AmHdr, payload
+inline constexpr uint16_t kRingCma = 2;  // a schedule message by single copy: AmHdr, CmaDesc
+inline constexpr uint16_t kRingFin = 3;  // the receiver copied it: CmaFin, no payload
 bool ring_setup(std::string *err);      /* our segment, at init (cfg.ring, more than one local rank) */
 void ring_teardown();                   /* fini: every peer and our segment */
 void ring_identity(rdrp::shm::NodeIdentity *id);
@@ -266,6 +277,30 @@ unsigned ring_progress();               /* backlogs, then our rings */
  * and there is room (counted as a ring message); false otherwise */
 bool ring_push_now(RingPeer *rp, const AmHdr &h, const void *buf, uint64_t len);
 void ring_forget(const cdag::Executor *ex);  /* a freed run's messages still waiting for room */
+/* an entry for rp's ring (id kRingCma or kRingFin, RingPending's cd or
+ * fin filled): pushed now if nothing waits before it and there is room,
+ * else queued on rp's backlog */
+void ring_push_ctl(RingPeer *rp, const RingPending &m);
+
+/* coll_cdag_cma.cc: single copy of large messages to peers on this node */
+/* send len bytes at buf as a descriptor through rp's ring (admitted:
+ * tokens held until the receiver's FIN); 0 */
+int cma_send(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, RingPeer *rp, const AmHdr &h,
+             const void *buf, uint64_t len, uint32_t tokens);
+/* a descriptor arrived through a ring (the header passed check_packet) */
+void cma_arrival(const Key &k, const void *payload, size_t plen);
+/* a FIN arrived through a ring */
+void cma_fin(const void *hdr, size_t hlen, size_t plen);
+/* a receive (k, ex, v, buf, len) was posted for a held descriptor u
+ * (taken out of unexpected): pulled into buf now (or posted again if the
+ * sender must send it by UCX after all); 0, or -2 when the lengths differ
+ * (the sender fails too) */
+int cma_take_held(const Key &k, const Unexp &u, cdag::Executor &ex, cdag::VertexId v, char *buf, uint64_t len);
+/* a held descriptor is dropped unread: its sender fails the send */
+void cma_drop(const Unexp &u);
+void cma_forget(const cdag::Executor *ex);  /* a freed run's sends waiting for their FIN */
+void cma_reserve(std::size_t sends);        /* slots for that many sends in flight */
+size_t cma_pending();                       /* sends waiting for their FIN (finalize tally) */
 
 /* coll_cdag_engine_thread.cc */
 int ensure_engine_thread();            /* configured thread progress: start on first use */

@@ -74,11 +74,9 @@ void send_done(void *request, ucs_status_t status, void *user_data)
     send_complete(c, ex, v, tokens, status == UCS_OK ? 0 : static_cast<int>(status));
 }
 
-int send_now(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id,
-             const void *buf, uint64_t len, uint32_t tokens)
+int send_now_ucx(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id,
+                 const void *buf, uint64_t len, uint32_t tokens)
 {
-    if (RingPeer *rp = c->rings[peer]; rp && len <= G.ring_limit)
-        return ring_send(c, ex, v, rp, AmHdr{c->cid, c->rank, id.sched, id.seq, id.tag, 0}, buf, len, tokens);
     auto *s = Recycler<SendCtx>::make(c, &ex, v, tokens, AmHdr{c->cid, c->rank, id.sched, id.seq, id.tag, 0});
     if (!s) return -1;
     ucp_request_param_t p;
@@ -108,6 +106,20 @@ int send_now(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag
         return static_cast<int>(UCS_PTR_STATUS(sp));
     }
     return 0;
+}
+
+/* An admitted message leaves: through the peer's ring if it is on this
+ * node (small ones as they are, large ones as a single-copy descriptor,
+ * coll_cdag_cma.cc), else by UCX. */
+int send_now(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::MsgId &id,
+             const void *buf, uint64_t len, uint32_t tokens)
+{
+    if (RingPeer *rp = c->rings[peer]) {
+        AmHdr h{c->cid, c->rank, id.sched, id.seq, id.tag, 0};
+        if (len <= G.ring_limit) return ring_send(c, ex, v, rp, h, buf, len, tokens);
+        if (G.cfg.cma && rp->np.cma && !rp->cma_refused) return cma_send(c, ex, v, peer, rp, h, buf, len, tokens);
+    }
+    return send_now_ucx(c, ex, v, peer, id, buf, len, tokens);
 }
 
 /* Queued sends leave in order as admission allows. */
@@ -200,7 +212,8 @@ void rndv_pull(void *desc, cdag::Executor *ex, cdag::VertexId v, char *buf, uint
 
 void shadow_release(const Unexp &u)
 {
-    if (u.rndv) ucp_am_data_release(G.w, u.data);
+    if (u.cma) cma_drop(u);
+    else if (u.rndv) ucp_am_data_release(G.w, u.data);
     else if (u.pooled) G.shadow_free.push_back(static_cast<char *>(u.data));
     else big_buffer_put(u.data, u.cap);
 }
@@ -312,6 +325,11 @@ int Tr::post_recv(cdag::Executor &ex, cdag::VertexId v, int peer, const cdag::Ms
         return 0;
     }
     Unexp &u = it->second;
+    if (u.cma) {  // a single-copy descriptor: pulled now, straight into place
+        Unexp held = u;
+        G.unexpected.erase(it);
+        return cma_take_held(k, held, ex, v, static_cast<char *>(buf), len);
+    }
     if (u.rndv && u.len == len) {  // held: pulled now, straight into place
         void *desc = u.data;
         G.unexpected.erase(it);
@@ -485,10 +503,13 @@ ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_
  * this rank's early arrivals of the current run still wait. */
 void reserve_for(const cdag::Plan &plan)
 {
-    std::size_t sends = 0, recvs = 0, big_need = 0;
+    std::size_t sends = 0, recvs = 0, big_need = 0, large_sends = 0;
     std::size_t need_by_class[48] = {};
     for (const cdag::Op &op : plan.ops) {
-        if (op.kind == cdag::OpKind::Send) ++sends;
+        if (op.kind == cdag::OpKind::Send) {
+            ++sends;
+            if (op.a.len > G.ring_limit) ++large_sends;
+        }
         if (op.kind != cdag::OpKind::Recv) continue;
         ++recvs;
         if (op.a.len > G.cfg.eager_size) {
@@ -501,6 +522,7 @@ void reserve_for(const cdag::Plan &plan)
     for (std::size_t &n : need_by_class) n *= 2;
     big_need *= 2;
     Recycler<SendCtx>::reserve(sends);
+    if (G.cfg.cma && G.ring_limit) cma_reserve(large_sends);
     Recycler<RecvCtx>::reserve(recvs);
     Recycler<EarlyPull, true>::reserve(recvs);
     /* map nodes: insert and erase as many placeholder keys as the plan

@@ -1414,6 +1414,43 @@ TEST(CdagSelect, TwoRankAutoVariantsRunCorrectly) {
             }
 }
 
+/* A large own block at a gather's or scatter's root (at least 64 KiB) is
+ * copied last: after the root's receives complete (gather: the children's
+ * sends complete before the root spends its memcpy) or after its sends
+ * are posted (scatter: the children take their data while the root
+ * copies).  Every tree variant, segmented or not, every root, 2 to 5 ranks:
+ * the schedules validate, run to the reference result under random
+ * completion orders, and order the copy that way. */
+TEST(CdagGenOrder, LargeOwnBlockIsCopiedLastAtTheRoot) {
+    uint64_t seed = base_seed() + 9191;
+    for (Coll c : {Coll::Gather, Coll::Scatter})
+        for (uint64_t count : {uint64_t(65535), uint64_t(65536), uint64_t(70001)})
+            for (int p = 2; p <= 5; ++p)
+                for (int root = 0; root < p; root += (p > 3 ? 2 : 1))
+                    for (const AlgoChoice &a : tree_algos(count % 2 ? 40000 : 0)) {
+                        World w = make_world(c, p, root, count, nullptr, false, ++seed);
+                        std::vector<std::shared_ptr<const Plan>> plans;
+                        ASSERT_EQ(build_plans(w, a, &plans, true), "") << describe(w, a);
+                        const Plan &pl = *plans[root];
+                        VertexId cp = kNoVertex;
+                        uint32_t recvs = 0, sends = 0;
+                        for (VertexId v = 0; v < pl.num_vertices(); ++v) {
+                            if (pl.ops[v].kind == OpKind::Copy) cp = v;
+                            if (pl.ops[v].kind == OpKind::Recv) ++recvs;
+                            if (pl.ops[v].kind == OpKind::Send) {
+                                ++sends;
+                                if (count >= 65536) ASSERT_LT(v, cp) << describe(w, a) << ": a send after the copy";
+                                else ASSERT_GT(v, cp) << describe(w, a) << ": small own block not copied first";
+                            }
+                        }
+                        ASSERT_NE(cp, kNoVertex) << describe(w, a);
+                        if (c == Coll::Gather && count >= 65536)
+                            EXPECT_EQ(pl.threshold[cp], recvs) << describe(w, a) << ": copy not after every receive";
+                        if (c == Coll::Gather) EXPECT_EQ(sends, 0u);
+                        ASSERT_EQ(run_one(w, a, ++seed), "") << describe(w, a);
+                    }
+}
+
 TEST(CdagGenerate, RejectsBadArgumentsAndUnsupportedCombinations) {
     Schedule s;
     CollSpec c;

@@ -307,3 +307,64 @@ TEST(WireCheck, CdagPacket)
     h.pad = 9;
     EXPECT_NE(cdag_svc::check_packet(sizeof(h), h), nullptr);
 }
+
+// coll/cdag single copy (coll_cdag_cma.cc): a descriptor names a non-empty
+// extent that does not wrap, in a real process; a FIN carries a known
+// status and nothing else.
+TEST(WireCheck, CdagCmaDescriptorAndFin)
+{
+    cdag_svc::CmaDesc d{1234, 1, 0x7f0000001000ull, 1 << 20, 7};
+    EXPECT_EQ(cdag_svc::check_cma_desc(sizeof(d), d), nullptr);
+    EXPECT_NE(cdag_svc::check_cma_desc(sizeof(d) - 1, d), nullptr);
+    EXPECT_NE(cdag_svc::check_cma_desc(0, d), nullptr);
+    auto bad = d;
+    bad.pid = 0;
+    EXPECT_NE(cdag_svc::check_cma_desc(sizeof(d), bad), nullptr);
+    bad = d;
+    bad.len = 0;
+    EXPECT_NE(cdag_svc::check_cma_desc(sizeof(d), bad), nullptr);
+    bad = d;
+    bad.addr = ~0ull - 10;  // wraps
+    EXPECT_NE(cdag_svc::check_cma_desc(sizeof(d), bad), nullptr);
+
+    cdag_svc::CmaFin f{7, cdag_svc::kCmaDone, 0};
+    EXPECT_EQ(cdag_svc::check_cma_fin(sizeof(f), 0, f), nullptr);
+    f.status = cdag_svc::kCmaRetry;
+    EXPECT_EQ(cdag_svc::check_cma_fin(sizeof(f), 0, f), nullptr);
+    EXPECT_NE(cdag_svc::check_cma_fin(sizeof(f), 1, f), nullptr);  // a FIN has no payload
+    EXPECT_NE(cdag_svc::check_cma_fin(sizeof(f) + 8, 0, f), nullptr);
+    f.status = 3;
+    EXPECT_NE(cdag_svc::check_cma_fin(sizeof(f), 0, f), nullptr);
+    f.status = -1;
+    EXPECT_NE(cdag_svc::check_cma_fin(sizeof(f), 0, f), nullptr);
+    f.status = cdag_svc::kCmaFailed;
+    f.pad = 1;
+    EXPECT_NE(cdag_svc::check_cma_fin(sizeof(f), 0, f), nullptr);
+}
+
+TEST(WireCheck, CdagCmaRandomDescriptorsAcceptedOnlyIfSafe)
+{
+    std::mt19937_64 rng(20261128);
+    auto pick = [&]() -> uint64_t {
+        switch (rng() % 4) {
+        case 0: return rng();
+        case 1: return ~0ull - rng() % 4096;
+        case 2: return rng() % 3;
+        default: return rng() % (1ull << 47);
+        }
+    };
+    int accepted = 0;
+    for (int i = 0; i < 100000; ++i) {
+        cdag_svc::CmaDesc d{static_cast<int32_t>(rng() % 4 ? rng() % 100000 : rng()), static_cast<uint32_t>(rng() % 8),
+                            pick(), pick(), rng()};
+        size_t plen = rng() % 8 ? sizeof(d) : rng() % 64;
+        if (cdag_svc::check_cma_desc(plen, d) != nullptr) continue;
+        ++accepted;
+        ASSERT_EQ(plen, sizeof(d));
+        ASSERT_GT(d.pid, 0);
+        ASSERT_GT(d.len, 0u);
+        ASSERT_NE(d.addr, 0u);
+        ASSERT_GE(d.addr + d.len, d.addr);  // [addr, addr + len) does not wrap
+    }
+    EXPECT_GT(accepted, 1000);
+}
