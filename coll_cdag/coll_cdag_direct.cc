@@ -115,10 +115,9 @@ int run(Comm *c, DirectEntry &e, uint32_t sched, cdag_glue_reduce_fn_t fn, void 
 {
     const cdag::Plan &p = *e.plan;
     const size_t n = p.num_vertices();
-    uint32_t counter[kDirectMaxVertices];
+    uint32_t counter[kDirectMaxVertices] = {};  // a few vector stores; memset(n) was a libc call
     cdag::VertexId ready[kDirectMaxVertices];
     unsigned nready = 0;
-    std::memset(counter, 0, n * sizeof(counter[0]));
     for (cdag::VertexId v : p.initial) ready[nready++] = v;
     char *base[cdag::kNumSlots] = {nullptr, const_cast<char *>(static_cast<const char *>(sbuf)),
                                    static_cast<char *>(rbuf), e.scratch};
