@@ -63,6 +63,8 @@ typedef struct cdag_lean_memo {
     cdag_call_t key;  /* buffers: only whether they were NULL */
     cdag_glue_spec_t spec;
     ptrdiff_t soff, roff;
+    cdag_glue_direct_t *d;  /* its direct plan, while cdag_glue_direct_gen() is gen */
+    unsigned gen;
 } cdag_lean_memo_t;
 
 typedef struct mca_coll_cdag_module {

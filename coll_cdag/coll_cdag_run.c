@@ -809,7 +809,8 @@ static int lean_same(const cdag_call_t *k, const cdag_call_t *c)
 /* A blocking call on the direct path with nothing to stage: no request
  * (pool lock, reset, staging, unpack, put back), the user's buffers and
  * the reduction's op and type from the stack, and a loop of one call
- * finds its spec and buffer offsets in the module's memo.  Issue 14: over
+ * finds its spec, buffer offsets and direct plan in the module's memo
+ * (cdag_lean_memo_t).  Issue 14: over
  * pml/rdrp an 8 B bcast root ran 815 instructions here against
  * coll/tuned's 693 (callgrind), some 300 of them in that bookkeeping.
  * 1 when it ran the call (*rc its result), 0 for the general path
@@ -830,7 +831,9 @@ static int run_lean(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, const 
         sb = lm->soff < 0 ? NULL : (const char *)c->sbuf + lm->soff;
         rb = lm->roff < 0 ? NULL : (char *)c->rbuf + lm->roff;
     }
-    cdag_glue_direct_t *d = cdag_glue_direct_find(m->gc, sp);
+    /* the memo's direct handle while no entry got another shape since */
+    int kept = !fresh && cdag_glue_direct_gen(m->gc) == lm->gen;
+    cdag_glue_direct_t *d = kept ? lm->d : cdag_glue_direct_find(m->gc, sp);
     if (!d) return 0;
     if (fresh && lean_memoizable(c)) {
         lm->key = *c;
@@ -838,6 +841,10 @@ static int run_lean(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, const 
         lm->soff = sb ? (const char *)sb - (const char *)c->sbuf : -1;
         lm->roff = rb ? (char *)rb - (char *)c->rbuf : -1;
         lm->valid = 1;
+    }
+    if (!kept && (!fresh || (lm->valid && lean_same(&lm->key, c)))) {  /* this call's handle is the memo's */
+        lm->d = d;
+        lm->gen = cdag_glue_direct_gen(m->gc);  /* after the find, which may have filled an entry */
     }
     struct cdag_red red = {c->op, c->sdtype};
     int waited = 0;

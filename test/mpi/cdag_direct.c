@@ -17,7 +17,9 @@
  *    the buffers moving from call to call, MPI_IN_PLACE toggled, counts
  *    changed, a contiguous derived type, then a strided one made after
  *    that type was freed (it may get its address: it must be staged, not
- *    taken for the old layout; a memo that kept derived types fails here), and an 8 KiB bcast (under the default
+ *    taken for the old layout; a memo that kept derived types fails here),
+ *    the memoized call again after more shapes than the direct table
+ *    holds went through it, and an 8 KiB bcast (under the default
  *    limit of 16 KiB);
  *  - a message of the direct limit + 1 does not take the path;
  *  - MPITEST_DIRECT_MIXED=1: odd ranks set coll_cdag_direct_limit 0 before
@@ -177,6 +179,31 @@ static void lean_round(MPI_Comm comm, int it)
             CHECK(d[i] == want, "bcast of a spaced type: [%d] %d, want %d", i, d[i], want);
         }
         CHECK_MPI(MPI_Type_free(&spaced));
+    }
+    /* the memo's direct plan after its table entry got another shape:
+     * a memoized bcast, then more shapes than the table holds (8) by calls
+     * that are not memoized (a derived type), each twice (the first
+     * compiles), then the memoized bcast again */
+    long a[16];  /* 4 sent, the rest a guard: a plan of another size shows */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < 16; i++) a[i] = i >= 4 ? 1000 * rank + i : rank == root ? 50 * pass + i + it : -1;
+        CHECK_MPI(MPI_Bcast(a, 4, MPI_LONG, root, comm));
+        for (int i = 0; i < 16; i++)
+            CHECK(a[i] == (i >= 4 ? 1000 * rank + i : 50 * pass + i + it), "memoized bcast, pass %d: [%d] %ld", pass, i, a[i]);
+        if (pass) break;
+        MPI_Datatype two;
+        int e[2 * 20];
+        CHECK_MPI(MPI_Type_contiguous(2, MPI_INT, &two));
+        CHECK_MPI(MPI_Type_commit(&two));
+        for (int n = 1; n <= 20; n++) {
+            if (n == 4) continue;  /* 32 B: the memoized call's shape */
+            for (int rep = 0; rep < 2; rep++) {
+                for (int i = 0; i < 2 * n; i++) e[i] = rank == root ? 7 * n + i : -1;
+                CHECK_MPI(MPI_Bcast(e, n, two, root, comm));
+                for (int i = 0; i < 2 * n; i++) CHECK(e[i] == 7 * n + i, "bcast of %d pairs: [%d] %d", n, i, e[i]);
+            }
+        }
+        CHECK_MPI(MPI_Type_free(&two));
     }
     char *big = mt_malloc(8192);
     if (rank == root) mt_fill(big, 8192, root, 11, it);
