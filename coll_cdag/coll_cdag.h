@@ -55,9 +55,22 @@ typedef struct cdag_call {
     int as_block;  /* an MPI_Reduce_scatter with equal counts, run as reduce_scatter_block */
 } cdag_call_t;
 
+/* The arguments of a module's last call on the lean direct path and what
+ * they decided (coll_cdag_run.c run_lean): the engine's spec and where the
+ * engine's buffers are relative to the user's (-1: not used). */
+typedef struct cdag_lean_memo {
+    int valid;
+    cdag_call_t key;  /* buffers: only whether they were NULL */
+    cdag_glue_spec_t spec;
+    ptrdiff_t soff, roff;
+    cdag_glue_direct_t *d;  /* its direct plan, while cdag_glue_direct_gen() is gen */
+    unsigned gen;
+} cdag_lean_memo_t;
+
 typedef struct mca_coll_cdag_module {
     mca_coll_base_module_t super;
     cdag_glue_comm_t *gc;
+    cdag_lean_memo_t lean;
     /* the module below ours, for what we do not take */
     mca_coll_base_comm_coll_t prev;
     mca_coll_base_module_t *prev_modules[64];
@@ -90,7 +103,7 @@ typedef struct mca_coll_cdag_request {
     int vsend_packed, vrecv_packed;
     const void *run_sbuf;  /* what the engine reads and writes */
     void *run_rbuf;
-    struct { ompi_op_t *op; ompi_datatype_t *dt; } red;
+    struct cdag_red { ompi_op_t *op; ompi_datatype_t *dt; } red;  /* reduce_cb's context */
     int persistent;
     int active;
     int freed;  /* MPI_Request_free while active */

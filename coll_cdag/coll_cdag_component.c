@@ -84,7 +84,7 @@ static char *coll_list = NULL;
 static char *algo_values[CDAG_NCOLL];
 static char *progress_value = NULL;
 static unsigned long long seg_size = 0, eager_size = 8192, eager_limit = 65536, ring_limit = 131072,
-    direct_limit = 1024;
+    direct_limit = 16384;
 static int ring_on = 1, cma_on = 1;
 static mca_base_var_enum_t *progress_enum = NULL;
 static char *throttle_value = NULL;
@@ -116,7 +116,7 @@ static rdrp_param_rule_t param_rules[N_FIXED_RULES + CDAG_NCOLL] = {
     C_INT("ring", ring_on, 0, 1),
     C_ULL("ring_limit", ring_limit, 4ULL << 20),
     C_INT("cma", cma_on, 0, 1),
-    C_ULL("direct_limit", direct_limit, 4096),
+    C_ULL("direct_limit", direct_limit, 65536),
     C_WORD("throttle", throttle_value, "off|rank|node"),
     C_INT("throttle_rank_limit", throttle_rank_limit, 0, 1 << 20),
     C_INT("throttle_node_tokens", throttle_node_tokens, 1, 1 << 20),
@@ -225,9 +225,12 @@ static int cdag_register(void)
         "if the processes may read each other's memory (ptrace permission, probed at start-up; else by UCX); "
         "0: by UCX's rendezvous"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &cma_on);
-    /* 1 KiB: every ring holds it however many ranks share the node
-     * (coll_cdag_ring.cc kMustFit); above 4 KiB UCX may choose rendezvous */
-    direct_limit = 1024;
+    /* 16 KiB: the executor's per-call cost showed at 2-8 KiB (issue 14,
+     * np 2 over pml/rdrp: bcast, gather, scatter, reduce 1.2-1.5x tuned
+     * with 1 KiB, 0.9-1.1x with 8-16 KiB).  A message the rings cannot
+     * take (fewer, smaller rings with many ranks on a node) keeps its plan
+     * off the direct path (fits(): runs_on_rings). */
+    direct_limit = 16384;
     (void)mca_base_component_var_register(c, "direct_limit", help_with_range("direct_limit", "Blocking "
         "collectives whose every message goes through a shared-memory ring and is at most this many bytes "
         "run on the direct path: the cached plan is walked in place and its messages pushed into the rings, "

@@ -116,10 +116,9 @@ int run(Comm *c, DirectEntry &e, uint32_t sched, cdag_glue_reduce_fn_t fn, void 
 {
     const cdag::Plan &p = *e.plan;
     const size_t n = p.num_vertices();
-    uint32_t counter[kDirectMaxVertices];
+    uint32_t counter[kDirectMaxVertices] = {};  // a few vector stores; memset(n) was a libc call
     cdag::VertexId ready[kDirectMaxVertices];
     unsigned nready = 0;
-    std::memset(counter, 0, n * sizeof(counter[0]));
     for (cdag::VertexId v : p.initial) ready[nready++] = v;
     char *base[cdag::kNumSlots] = {nullptr, const_cast<char *>(static_cast<const char *>(sbuf)),
                                    static_cast<char *>(rbuf), e.scratch};
@@ -275,6 +274,7 @@ cdag_glue_direct_t *cdag_glue_direct_find(cdag_glue_comm_t *c, const cdag_glue_s
     std::shared_ptr<const cdag::Plan> plan = cached_plan(c, s);
     if (!plan) return nullptr;  // its first call compiles it (executor path)
     DirectEntry &e = c->direct[c->direct_next];
+    ++c->direct_gen;  // a direct handle found before may name this entry
     c->direct_last = c->direct_next;
     c->direct_next = (c->direct_next + 1) % kDirectShapes;
     e.coll = s->coll;
@@ -304,6 +304,8 @@ cdag_glue_direct_t *cdag_glue_direct_find(cdag_glue_comm_t *c, const cdag_glue_s
     }
     return e.fits ? reinterpret_cast<cdag_glue_direct_t *>(&e) : nullptr;
 }
+
+unsigned cdag_glue_direct_gen(const cdag_glue_comm_t *c) { return c->direct_gen; }
 
 int cdag_glue_direct_run(cdag_glue_comm_t *c, cdag_glue_direct_t *d, uint32_t sched, cdag_glue_reduce_fn_t fn,
                          void *fn_ctx, const void *sendbuf, void *recvbuf, void (*other_progress)(void),

@@ -190,6 +190,10 @@ void cdag_glue_op_free(cdag_glue_op_t *op);
  * *waited 1 if it waited at all.  1 done, < 0 failed. */
 typedef struct cdag_glue_direct cdag_glue_direct_t;
 cdag_glue_direct_t *cdag_glue_direct_find(cdag_glue_comm_t *c, const cdag_glue_spec_t *spec);
+/* Changes whenever an entry of c's direct table gets another shape: a
+ * handle cdag_glue_direct_find gave while it had this value still names
+ * the same plan (lock and throttling are fixed for the job). */
+unsigned cdag_glue_direct_gen(const cdag_glue_comm_t *c);
 int cdag_glue_direct_run(cdag_glue_comm_t *c, cdag_glue_direct_t *d, uint32_t sched, cdag_glue_reduce_fn_t fn,
                          void *fn_ctx, const void *sendbuf, void *recvbuf, void (*other_progress)(void),
                          unsigned other_every, int *waited);

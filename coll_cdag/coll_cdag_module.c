@@ -49,6 +49,7 @@ static int cdag_module_enable(mca_coll_base_module_t *module, struct ompi_commun
 static void module_construct(mca_coll_cdag_module_t *m)
 {
     m->gc = NULL;
+    memset(&m->lean, 0, sizeof(m->lean));
     memset(&m->prev, 0, sizeof(m->prev));
     m->nprev = 0;
 }

@@ -164,7 +164,16 @@ void ring_connect(uint64_t peer_id, const rdrp::shm::NodeIdentity &id)
 
 bool ring_push_now(RingPeer *rp, const AmHdr &h, const void *buf, uint64_t len)
 {
-    if (!rp->backlog.empty() || !rp->np.tx.push(kRingMsg, &h, sizeof(h), buf, len)) return false;
+    if (!rp->backlog.empty()) return false;
+    /* push() in its two steps with the header's size a constant: the
+     * header goes by three moves, not a memcpy call (callgrind, 8 B gather
+     * leaf over pml/rdrp: push and its memcpy were ~115 of 787
+     * instructions per call) */
+    char *body = rp->np.tx.reserve(sizeof(h), len);
+    if (!body) return false;
+    std::memcpy(body, &h, sizeof(h));
+    rdrp::shm::copy_bytes(rdrp::shm::RingProducer::payload_at(body, sizeof(h), len), buf, len);
+    rp->np.tx.commit(kRingMsg, sizeof(h), len);
     ++cdag_glue_stats.msgs_sent;
     cdag_glue_stats.bytes_sent += len;
     ++cdag_glue_stats.ring_sent;

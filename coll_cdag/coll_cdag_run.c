@@ -300,10 +300,11 @@ int mca_coll_cdag_takes(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, co
 }
 
 /* ------------------------------------------------------------ requests */
+/* ctx: the call's struct cdag_red (a request's, or the lean path's on the stack) */
 static void reduce_cb(void *ctx, const void *in, void *inout, uint64_t count)
 {
-    mca_coll_cdag_request_t *r = (mca_coll_cdag_request_t *)ctx;
-    ompi_op_reduce(r->red.op, (void *)in, inout, (int)count, r->red.dt);
+    const struct cdag_red *red = (const struct cdag_red *)ctx;
+    ompi_op_reduce(red->op, (void *)in, inout, (int)count, red->dt);
 }
 
 /* Drop the call's datatypes and op: released if the call retained them
@@ -453,6 +454,58 @@ int mca_coll_cdag_progress(void)
     return n + nd;
 }
 
+/* What a gather, scatter, allgather or alltoall moves on this rank: the
+ * elements of each side, and whether this rank reads (*send_used) and
+ * writes (*recv_used) its buffers at all. */
+static void plain_sides(const cdag_call_t *c, int rank, int size, size_t *scount, size_t *rcount,
+                        int *send_used, int *recv_used)
+{
+    *scount = *rcount = 0;
+    switch (c->coll) {
+    case CDAG_GATHER: *scount = (size_t)c->scount; *rcount = (size_t)c->rcount * (size_t)size; break;
+    case CDAG_SCATTER: *scount = (size_t)c->scount * (size_t)size; *rcount = (size_t)c->rcount; break;
+    case CDAG_ALLGATHER: *scount = (size_t)c->scount; *rcount = (size_t)c->rcount * (size_t)size; break;
+    case CDAG_ALLTOALL: *scount = (size_t)c->scount * (size_t)size; *rcount = (size_t)c->rcount * (size_t)size; break;
+    }
+    int root_side_recv = c->coll != CDAG_GATHER || rank == c->root;
+    int root_side_send = c->coll != CDAG_SCATTER || rank == c->root;
+    /* scatter's root sends its buffer even in place (its own block stays) */
+    *send_used = (!c->in_place || c->coll == CDAG_SCATTER) && root_side_send && c->sbuf;
+    *recv_used = root_side_recv && !(c->coll == CDAG_SCATTER && c->in_place) && c->rbuf;
+}
+
+/* The engine's buffers when nothing needs staging (every side used is
+ * contiguous; not a v-variant): 1 with *sb and *rb set (the user's
+ * buffers), 0 when a side would be packed (stage_buffers does it). */
+static int plain_buffers(const cdag_call_t *c, int rank, int size, const void **sb, void **rb)
+{
+    *sb = NULL;
+    *rb = NULL;
+    switch (c->coll) {
+    case CDAG_BARRIER:
+        return 1;
+    case CDAG_BCAST:
+        if (!dt_contig(c->rdtype, (size_t)c->rcount)) return 0;
+        *rb = dt_base(c->rbuf, c->rdtype);
+        return 1;
+    case CDAG_GATHER: case CDAG_SCATTER: case CDAG_ALLGATHER: case CDAG_ALLTOALL: {
+        size_t sn, rn;
+        int su, ru;
+        plain_sides(c, rank, size, &sn, &rn, &su, &ru);
+        if ((su && !dt_contig(c->sdtype, sn)) || (ru && !dt_contig(c->rdtype, rn))) return 0;
+        if (su) *sb = dt_base(c->sbuf, c->sdtype);
+        if (ru) *rb = dt_base(c->rbuf, c->rdtype);
+        return 1;
+    }
+    default:
+        if (!is_reduction(c->coll)) return 0;
+        /* contiguous (mca_coll_cdag_takes) */
+        *sb = c->in_place ? NULL : (c->sbuf ? dt_base(c->sbuf, c->sdtype) : NULL);
+        *rb = c->rbuf ? dt_base(c->rbuf, c->rdtype ? c->rdtype : c->sdtype) : NULL;
+        return 1;
+    }
+}
+
 /* Pack what the engine reads (and, in place, the data already in the
  * receive buffer) into the request's staging buffers, reused from call
  * to call: sets run_sbuf and run_rbuf. */
@@ -460,99 +513,73 @@ static int stage_buffers(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
 {
     const cdag_call_t *c = &r->call;
     int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
-    int in_place = c->in_place;
     size_t len;
 
+    r->recv_staged = 0;
+    if (!is_vvariant(c->coll) && plain_buffers(c, rank, size, &r->run_sbuf, &r->run_rbuf)) return OMPI_SUCCESS;
     r->run_sbuf = NULL;
     r->run_rbuf = NULL;
-    r->recv_staged = 0;
-    switch (c->coll) {
-    case CDAG_BARRIER:
-        break;
-    case CDAG_BCAST: {
+    if (c->coll == CDAG_BCAST) {
         size_t n = (size_t)c->rcount;
-        if (dt_contig(c->rdtype, n)) {
+        len = n * dt_size(c->rdtype);
+        if (!stage_reserve(&r->recv_stage, &r->recv_cap, len)) return OMPI_ERR_OUT_OF_RESOURCE;
+        if (rank == c->root) pack_into(r->recv_stage, c->rbuf, n, c->rdtype);
+        r->recv_stage_len = len;
+        r->recv_staged = 1;
+        r->run_rbuf = r->recv_stage;
+        return OMPI_SUCCESS;
+    }
+    if (is_vvariant(c->coll)) {
+        /* the engine's Send slot: scatterv's root sends from its buffer
+         * in place too (only its own block stays) */
+        vside_t v;
+        if (vsend_side(c, rank, size, &v) && v.buf) {
+            if (!r->vsend_packed) {
+                r->run_sbuf = dt_base(v.buf, v.dt);
+            } else {
+                if (!vside_pack(&v, &r->send_stage, &r->send_cap, &len)) return OMPI_ERR_OUT_OF_RESOURCE;
+                r->run_sbuf = r->send_stage;
+            }
+        }
+        if (vrecv_side(c, rank, size, &v) && v.buf) {
+            if (!r->vrecv_packed) {
+                r->run_rbuf = dt_base(v.buf, v.dt);
+            } else {
+                /* in place, the receive buffer already holds input
+                 * (the own block; alltoallv: everything sent) */
+                if (!vside_pack(&v, &r->recv_stage, &r->recv_cap, &len)) return OMPI_ERR_OUT_OF_RESOURCE;
+                r->recv_stage_len = len;
+                r->recv_staged = 1;
+                r->run_rbuf = r->recv_stage;
+            }
+        }
+        return OMPI_SUCCESS;
+    }
+    /* gather, scatter, allgather, alltoall: stage what is not contiguous */
+    size_t scount, rcount;
+    int send_used, recv_used;
+    plain_sides(c, rank, size, &scount, &rcount, &send_used, &recv_used);
+    if (send_used) {
+        if (dt_contig(c->sdtype, scount)) {
+            r->run_sbuf = dt_base(c->sbuf, c->sdtype);
+        } else {
+            if (!pack_stage(&r->send_stage, &r->send_cap, c->sbuf, scount, c->sdtype, &len))
+                return OMPI_ERR_OUT_OF_RESOURCE;
+            r->run_sbuf = r->send_stage;
+        }
+    }
+    if (recv_used) {
+        if (dt_contig(c->rdtype, rcount)) {
             r->run_rbuf = dt_base(c->rbuf, c->rdtype);
         } else {
-            len = n * dt_size(c->rdtype);
+            len = rcount * dt_size(c->rdtype);
             if (!stage_reserve(&r->recv_stage, &r->recv_cap, len)) return OMPI_ERR_OUT_OF_RESOURCE;
-            if (rank == c->root) pack_into(r->recv_stage, c->rbuf, n, c->rdtype);
+            /* in place, the receive buffer already holds input */
+            if (c->in_place) pack_into(r->recv_stage, c->rbuf, rcount, c->rdtype);
             r->recv_stage_len = len;
             r->recv_staged = 1;
             r->run_rbuf = r->recv_stage;
         }
-        break;
-    }
-    default:
-        if (is_reduction(c->coll)) {
-            /* contiguous (mca_coll_cdag_takes) */
-            r->run_sbuf = in_place ? NULL : (c->sbuf ? dt_base(c->sbuf, c->sdtype) : NULL);
-            r->run_rbuf = c->rbuf ? dt_base(c->rbuf, c->rdtype ? c->rdtype : c->sdtype) : NULL;
-            break;
-        }
-        if (is_vvariant(c->coll)) {
-            /* the engine's Send slot: scatterv's root sends from its buffer
-             * in place too (only its own block stays) */
-            vside_t v;
-            if (vsend_side(c, rank, size, &v) && v.buf) {
-                if (!r->vsend_packed) {
-                    r->run_sbuf = dt_base(v.buf, v.dt);
-                } else {
-                    if (!vside_pack(&v, &r->send_stage, &r->send_cap, &len)) return OMPI_ERR_OUT_OF_RESOURCE;
-                    r->run_sbuf = r->send_stage;
-                }
-            }
-            if (vrecv_side(c, rank, size, &v) && v.buf) {
-                if (!r->vrecv_packed) {
-                    r->run_rbuf = dt_base(v.buf, v.dt);
-                } else {
-                    /* in place, the receive buffer already holds input
-                     * (the own block; alltoallv: everything sent) */
-                    if (!vside_pack(&v, &r->recv_stage, &r->recv_cap, &len)) return OMPI_ERR_OUT_OF_RESOURCE;
-                    r->recv_stage_len = len;
-                    r->recv_staged = 1;
-                    r->run_rbuf = r->recv_stage;
-                }
-            }
-            break;
-        }
-        {
-            /* gather, scatter, allgather, alltoall: stage what is not contiguous */
-            size_t scount = 0, rcount = 0;
-            switch (c->coll) {
-            case CDAG_GATHER: scount = (size_t)c->scount; rcount = (size_t)c->rcount * (size_t)size; break;
-            case CDAG_SCATTER: scount = (size_t)c->scount * (size_t)size; rcount = (size_t)c->rcount; break;
-            case CDAG_ALLGATHER: scount = (size_t)c->scount; rcount = (size_t)c->rcount * (size_t)size; break;
-            case CDAG_ALLTOALL: scount = (size_t)c->scount * (size_t)size; rcount = (size_t)c->rcount * (size_t)size; break;
-            }
-            int is_root_side_recv = c->coll != CDAG_GATHER || rank == c->root;
-            int is_root_side_send = c->coll != CDAG_SCATTER || rank == c->root;
-            /* scatter's root sends its buffer even in place (its own block stays) */
-            if ((!in_place || c->coll == CDAG_SCATTER) && is_root_side_send && c->sbuf) {
-                if (dt_contig(c->sdtype, scount)) {
-                    r->run_sbuf = dt_base(c->sbuf, c->sdtype);
-                } else {
-                    if (!pack_stage(&r->send_stage, &r->send_cap, c->sbuf, scount, c->sdtype, &len))
-                        return OMPI_ERR_OUT_OF_RESOURCE;
-                    r->run_sbuf = r->send_stage;
-                }
-            }
-            int recv_used = is_root_side_recv && !(c->coll == CDAG_SCATTER && in_place);
-            if (recv_used && c->rbuf) {
-                if (dt_contig(c->rdtype, rcount)) {
-                    r->run_rbuf = dt_base(c->rbuf, c->rdtype);
-                } else {
-                    len = rcount * dt_size(c->rdtype);
-                    if (!stage_reserve(&r->recv_stage, &r->recv_cap, len)) return OMPI_ERR_OUT_OF_RESOURCE;
-                    /* in place, the receive buffer already holds input */
-                    if (in_place) pack_into(r->recv_stage, c->rbuf, rcount, c->rdtype);
-                    r->recv_stage_len = len;
-                    r->recv_staged = 1;
-                    r->run_rbuf = r->recv_stage;
-                }
-            }
-        }
-        break;
     }
     return OMPI_SUCCESS;
 }
@@ -671,7 +698,7 @@ static int run_direct(mca_coll_cdag_request_t *r, ompi_communicator_t *comm, cda
     int rc = stage_buffers(r, comm);
     if (rc != OMPI_SUCCESS) return end_blocking(r, comm, rc, 0, 0);
     int waited = 0;
-    int done = cdag_glue_direct_run(r->module->gc, d, sched, is_reduction(r->call.coll) ? reduce_cb : NULL, r,
+    int done = cdag_glue_direct_run(r->module->gc, d, sched, is_reduction(r->call.coll) ? reduce_cb : NULL, &r->red,
                                     r->run_sbuf, r->run_rbuf, other_progress, (unsigned)other_progress_every(),
                                     &waited);
     return end_blocking(r, comm, rc, done, waited);
@@ -720,9 +747,121 @@ static uint64_t *vside_offsets(const vside_t *v, int packed, uint64_t *a)
     return a;
 }
 
+/* The engine's spec of a call that needs no count arrays (not a
+ * v-variant; reduce_scatter's counts the caller adds): 0 for those. */
+static int plain_spec(const cdag_call_t *c, int rank, cdag_glue_spec_t *spec)
+{
+    memset(spec, 0, sizeof(*spec));
+    spec->coll = c->coll;
+    spec->root = c->root;
+    spec->in_place = c->in_place;
+    spec->commutative = 1;
+    switch (c->coll) {
+    case CDAG_BARRIER:
+        return 1;
+    case CDAG_BCAST:
+        spec->count = (uint64_t)c->rcount * dt_size(c->rdtype);
+        spec->in_place = 0;
+        return 1;
+    case CDAG_GATHER: case CDAG_ALLGATHER:
+        /* bytes per rank; in place the root's (everybody's) block is the recv type's */
+        spec->count = spec->in_place ? (uint64_t)c->rcount * dt_size(c->rdtype)
+                                     : (uint64_t)c->scount * dt_size(c->sdtype);
+        if (c->coll == CDAG_GATHER && rank != c->root) spec->in_place = 0;
+        return 1;
+    case CDAG_SCATTER:
+        spec->count = (spec->in_place || !c->rdtype) ? (uint64_t)c->scount * dt_size(c->sdtype)
+                                                     : (uint64_t)c->rcount * dt_size(c->rdtype);
+        if (rank != c->root) spec->in_place = 0;
+        return 1;
+    case CDAG_ALLTOALL:
+        spec->count = spec->in_place ? (uint64_t)c->rcount * dt_size(c->rdtype)
+                                     : (uint64_t)c->scount * dt_size(c->sdtype);
+        return 1;
+    case CDAG_REDUCE: case CDAG_ALLREDUCE: case CDAG_SCAN: case CDAG_EXSCAN:
+    case CDAG_REDUCE_SCATTER_BLOCK: case CDAG_REDUCE_SCATTER:
+        spec->count = (uint64_t)c->scount;
+        spec->elem_size = dt_size(c->sdtype);
+        spec->commutative = ompi_op_is_commute(c->op);
+        if (c->coll == CDAG_REDUCE && rank != c->root) spec->in_place = 0;
+        return c->coll != CDAG_REDUCE_SCATTER;
+    }
+    return 0;
+}
+
+/* May a call's decisions be kept for the next one with the same
+ * arguments?  Only with predefined datatypes and op: a freed user type or
+ * op may come back at the same address with another layout. */
+static int lean_memoizable(const cdag_call_t *c)
+{
+    return (!c->sdtype || ompi_datatype_is_predefined(c->sdtype)) &&
+           (!c->rdtype || ompi_datatype_is_predefined(c->rdtype)) && (!c->op || ompi_op_is_intrinsic(c->op));
+}
+
+/* c has the memo's arguments (its buffers aside, but for being NULL) */
+static int lean_same(const cdag_call_t *k, const cdag_call_t *c)
+{
+    return k->coll == c->coll && k->root == c->root && k->scount == c->scount && k->rcount == c->rcount &&
+           k->sdtype == c->sdtype && k->rdtype == c->rdtype && k->op == c->op && k->in_place == c->in_place &&
+           !k->sbuf == !c->sbuf && !k->rbuf == !c->rbuf && k->as_block == c->as_block;
+}
+
+/* A blocking call on the direct path with nothing to stage: no request
+ * (pool lock, reset, staging, unpack, put back), the user's buffers and
+ * the reduction's op and type from the stack, and a loop of one call
+ * finds its spec, buffer offsets and direct plan in the module's memo
+ * (cdag_lean_memo_t).  Issue 14: over
+ * pml/rdrp an 8 B bcast root ran 815 instructions here against
+ * coll/tuned's 693 (callgrind), some 300 of them in that bookkeeping.
+ * 1 when it ran the call (*rc its result), 0 for the general path
+ * (staging, v-variants, no direct plan). */
+static int run_lean(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, const cdag_call_t *c, int *rc)
+{
+    cdag_lean_memo_t *lm = &m->lean;
+    cdag_glue_spec_t spec;
+    const cdag_glue_spec_t *sp = &lm->spec;
+    const void *sb;
+    void *rb;
+    int fresh = !(lm->valid && lean_same(&lm->key, c));
+    if (fresh) {
+        int rank = ompi_comm_rank(comm);
+        if (!plain_spec(c, rank, &spec) || !plain_buffers(c, rank, ompi_comm_size(comm), &sb, &rb)) return 0;
+        sp = &spec;
+    } else {
+        sb = lm->soff < 0 ? NULL : (const char *)c->sbuf + lm->soff;
+        rb = lm->roff < 0 ? NULL : (char *)c->rbuf + lm->roff;
+    }
+    /* the memo's direct handle while no entry got another shape since */
+    int kept = !fresh && cdag_glue_direct_gen(m->gc) == lm->gen;
+    cdag_glue_direct_t *d = kept ? lm->d : cdag_glue_direct_find(m->gc, sp);
+    if (!d) return 0;
+    if (fresh && lean_memoizable(c)) {
+        lm->key = *c;
+        lm->spec = spec;
+        lm->soff = sb ? (const char *)sb - (const char *)c->sbuf : -1;
+        lm->roff = rb ? (char *)rb - (char *)c->rbuf : -1;
+        lm->valid = 1;
+    }
+    if (!kept && (!fresh || (lm->valid && lean_same(&lm->key, c)))) {  /* this call's handle is the memo's */
+        lm->d = d;
+        lm->gen = cdag_glue_direct_gen(m->gc);  /* after the find, which may have filled an entry */
+    }
+    struct cdag_red red = {c->op, c->sdtype};
+    int waited = 0;
+    int done = cdag_glue_direct_run(m->gc, d, cdag_glue_comm_next_sched(m->gc), is_reduction(c->coll) ? reduce_cb : NULL,
+                                    &red, sb, rb, other_progress, (unsigned)other_progress_every(), &waited);
+    if (waited) final_pass();
+    *rc = done == 1 ? OMPI_SUCCESS : OMPI_ERROR;
+    return 1;
+}
+
 int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, const cdag_call_t *call,
                       int mode, ompi_request_t **request)
 {
+    if (mode == 0) {  /* tiny, ring-only and nothing to stage: no request at all */
+        int rc;
+        if (run_lean(m, comm, call, &rc)) return rc;
+    }
     int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
     cdag_glue_spec_t spec;
     memset(&spec, 0, sizeof(spec));
@@ -755,41 +894,16 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
         r->vsend_packed = vsend_side(c, rank, size, &sv) && !dt_contig(sv.dt, 2);
         r->vrecv_packed = vrecv_side(c, rank, size, &rv) && !dt_contig(rv.dt, 2);
     }
-    switch (c->coll) {
-    case CDAG_BARRIER:
-        break;
-    case CDAG_BCAST:
-        spec.count = (uint64_t)c->rcount * dt_size(c->rdtype);
-        spec.in_place = 0;
-        break;
-    case CDAG_GATHER: case CDAG_ALLGATHER:
-        /* bytes per rank; in place the root's (everybody's) block is the recv type's */
-        spec.count = spec.in_place ? (uint64_t)c->rcount * dt_size(c->rdtype)
-                                   : (uint64_t)c->scount * dt_size(c->sdtype);
-        if (c->coll == CDAG_GATHER && rank != c->root) spec.in_place = 0;
-        break;
-    case CDAG_SCATTER:
-        spec.count = (spec.in_place || !c->rdtype) ? (uint64_t)c->scount * dt_size(c->sdtype)
-                                                   : (uint64_t)c->rcount * dt_size(c->rdtype);
-        if (rank != c->root) spec.in_place = 0;
-        break;
-    case CDAG_ALLTOALL:
-        spec.count = spec.in_place ? (uint64_t)c->rcount * dt_size(c->rdtype)
-                                   : (uint64_t)c->scount * dt_size(c->sdtype);
-        break;
-    case CDAG_REDUCE: case CDAG_ALLREDUCE: case CDAG_SCAN: case CDAG_EXSCAN:
-    case CDAG_REDUCE_SCATTER_BLOCK: case CDAG_REDUCE_SCATTER:
-        spec.count = (uint64_t)c->scount;
-        spec.elem_size = dt_size(c->sdtype);
-        spec.commutative = ompi_op_is_commute(c->op);
-        if (c->coll == CDAG_REDUCE && rank != c->root) spec.in_place = 0;
-        if (c->coll == CDAG_REDUCE_SCATTER) {
-            a1 = bytes_array(c->rcounts, size, 1, va);  /* elements */
-            if (!a1) goto oom;
-            spec.counts = a1;
-        }
+    if (is_reduction(c->coll)) {
         r->red.op = c->op;
         r->red.dt = c->sdtype;
+    }
+    switch (c->coll) {
+    case CDAG_REDUCE_SCATTER:
+        plain_spec(c, rank, &spec);
+        a1 = bytes_array(c->rcounts, size, 1, va);  /* elements */
+        if (!a1) goto oom;
+        spec.counts = a1;
         break;
     case CDAG_GATHERV: {
         spec.count = spec.in_place ? 0 : (uint64_t)c->scount * dt_size(c->sdtype);
@@ -842,6 +956,9 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
         spec.rdispls = a4;
         break;
     }
+    default:
+        plain_spec(c, rank, &spec);
+        break;
     }
 
     int err = 0;
@@ -850,7 +967,7 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
         cdag_glue_direct_t *d = cdag_glue_direct_find(m->gc, &spec);
         if (d) return run_direct(r, comm, d, sched);
     }
-    r->op = cdag_glue_op_create(m->gc, &spec, sched, is_reduction(c->coll) ? reduce_cb : NULL, r, &err);
+    r->op = cdag_glue_op_create(m->gc, &spec, sched, is_reduction(c->coll) ? reduce_cb : NULL, &r->red, &err);
     if (!r->op) {
         CDAG_VERBOSE(1, "cannot build a schedule for collective %d (error %d)", c->coll, err);
         drop_args(r, mode != 0);

@@ -140,6 +140,7 @@ struct cdag_glue_comm {
     cdag_svc::DirectEntry direct[cdag_svc::kDirectShapes];  // call shapes of the direct path
     size_t direct_next = 0;                                  // the entry replaced next
     size_t direct_last = 0;                                  // the entry the last call found (tried first)
+    unsigned direct_gen = 0;  // bumped when an entry gets another shape (cdag_glue_direct_gen)
     cdag_throttle_t *pool = nullptr;  // node token pool of this communicator (throttle node)
     cdag_svc::Tr tr;
     cdag_glue_comm() : tr(this) { cdag_comm_track(this, true); }

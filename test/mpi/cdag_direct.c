@@ -12,6 +12,15 @@
  *    the same communicator (started before, waited after), with
  *    MPI_IN_PLACE at the root and the arguments MPI ignores off the root
  *    (NULL buffers, other counts and types);
+ *  - the lean path (no request; a loop of one call reuses the last call's
+ *    spec and buffer offsets, coll_cdag_run.c run_lean): one shape with
+ *    the buffers moving from call to call, MPI_IN_PLACE toggled, counts
+ *    changed, a contiguous derived type, then a strided one made after
+ *    that type was freed (it may get its address: it must be staged, not
+ *    taken for the old layout; a memo that kept derived types fails here),
+ *    the memoized call again after more shapes than the direct table
+ *    holds went through it, and an 8 KiB bcast (under the default
+ *    limit of 16 KiB);
  *  - a message of the direct limit + 1 does not take the path;
  *  - MPITEST_DIRECT_MIXED=1: odd ranks set coll_cdag_direct_limit 0 before
  *    MPI_Init, so every call runs direct on the even ranks against the
@@ -118,6 +127,92 @@ static void interleaved(MPI_Comm comm, int it)
     CHECK(nsum == (long)size * (size + 1) / 2, "iallreduce %ld", nsum);
 }
 
+/* the lean path's memo must follow every argument but the buffers' addresses */
+static void lean_round(MPI_Comm comm, int it)
+{
+    int root = it % size;
+    long buf[4][8];
+    for (int k = 0; k < 4; k++) {  /* one shape, the buffer moves */
+        long *b = buf[(k + it) % 4] + (k % 2);
+        for (int i = 0; i < 4; i++) b[i] = rank == root ? 1000 * root + 10 * k + i + it : -1;
+        CHECK_MPI(MPI_Bcast(b, 4, MPI_LONG, root, comm));
+        for (int i = 0; i < 4; i++) CHECK(b[i] == 1000 * root + 10 * k + i + it, "lean bcast %d: [%d] %ld", k, i, b[i]);
+    }
+    for (int k = 0; k < 4; k++) {  /* in place toggled, same counts and types */
+        long v[3] = {rank, rank + k, it}, out[3] = {-1, -1, -1};
+        int inplace = rank == root && k % 2;
+        CHECK_MPI(MPI_Reduce(inplace ? MPI_IN_PLACE : v, rank == root ? (inplace ? v : out) : NULL, 3, MPI_LONG,
+                             MPI_SUM, root, comm));
+        long *r = inplace ? v : out;
+        if (rank == root)
+            for (int i = 0; i < 3; i++) {
+                long want = i == 0 ? (long)size * (size - 1) / 2 : i == 1 ? (long)size * (size - 1) / 2 + (long)size * k : (long)size * it;
+                CHECK(r[i] == want, "lean reduce %d (in place %d): [%d] %ld, want %ld", k, inplace, i, r[i], want);
+            }
+    }
+    for (int n = 1; n <= 3; n++) {  /* counts change */
+        int mine[3] = {rank, rank + 1, rank + 2}, all[3 * 8];
+        memset(all, 0xff, sizeof all);
+        CHECK_MPI(MPI_Gather(mine, n, MPI_INT, all, n, MPI_INT, root, comm));
+        if (rank == root)
+            for (int r = 0; r < size; r++)
+                for (int i = 0; i < n; i++) CHECK(all[r * n + i] == r + i, "lean gather of %d: rank %d [%d] %d", n, r, i, all[r * n + i]);
+    }
+    /* a contiguous derived type (lean, not kept), freed; then a strided
+     * one (an int with the extent of two), which malloc likely puts at
+     * the freed type's address: staged, never taken for the old layout */
+    for (int k = 0; k < 3; k++) {
+        MPI_Datatype pair, spaced;
+        int d[8];
+        CHECK_MPI(MPI_Type_contiguous(2, MPI_INT, &pair));
+        CHECK_MPI(MPI_Type_commit(&pair));
+        for (int i = 0; i < 8; i++) d[i] = rank == root ? 100 * it + i : -1;
+        CHECK_MPI(MPI_Bcast(d, 2, pair, root, comm));
+        for (int i = 0; i < 4; i++) CHECK(d[i] == 100 * it + i, "lean bcast of a pair type: [%d] %d", i, d[i]);
+        CHECK_MPI(MPI_Type_free(&pair));
+        CHECK_MPI(MPI_Type_create_resized(MPI_INT, 0, 2 * sizeof(int), &spaced));
+        CHECK_MPI(MPI_Type_commit(&spaced));
+        for (int i = 0; i < 8; i++) d[i] = rank == root ? 100 * it + i : -1;
+        CHECK_MPI(MPI_Bcast(d, 2, spaced, root, comm));
+        for (int i = 0; i < 8; i++) {
+            int want = (rank == root || i == 0 || i == 2) ? 100 * it + i : -1;
+            CHECK(d[i] == want, "bcast of a spaced type: [%d] %d, want %d", i, d[i], want);
+        }
+        CHECK_MPI(MPI_Type_free(&spaced));
+    }
+    /* the memo's direct plan after its table entry got another shape:
+     * a memoized bcast, then more shapes than the table holds (8) by calls
+     * that are not memoized (a derived type), each twice (the first
+     * compiles), then the memoized bcast again */
+    long a[16];  /* 4 sent, the rest a guard: a plan of another size shows */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < 16; i++) a[i] = i >= 4 ? 1000 * rank + i : rank == root ? 50 * pass + i + it : -1;
+        CHECK_MPI(MPI_Bcast(a, 4, MPI_LONG, root, comm));
+        for (int i = 0; i < 16; i++)
+            CHECK(a[i] == (i >= 4 ? 1000 * rank + i : 50 * pass + i + it), "memoized bcast, pass %d: [%d] %ld", pass, i, a[i]);
+        if (pass) break;
+        MPI_Datatype two;
+        int e[2 * 20];
+        CHECK_MPI(MPI_Type_contiguous(2, MPI_INT, &two));
+        CHECK_MPI(MPI_Type_commit(&two));
+        for (int n = 1; n <= 20; n++) {
+            if (n == 4) continue;  /* 32 B: the memoized call's shape */
+            for (int rep = 0; rep < 2; rep++) {
+                for (int i = 0; i < 2 * n; i++) e[i] = rank == root ? 7 * n + i : -1;
+                CHECK_MPI(MPI_Bcast(e, n, two, root, comm));
+                for (int i = 0; i < 2 * n; i++) CHECK(e[i] == 7 * n + i, "bcast of %d pairs: [%d] %d", n, i, e[i]);
+            }
+        }
+        CHECK_MPI(MPI_Type_free(&two));
+    }
+    char *big = mt_malloc(8192);
+    if (rank == root) mt_fill(big, 8192, root, 11, it);
+    else memset(big, 0, 8192);
+    CHECK_MPI(MPI_Bcast(big, 8192, MPI_BYTE, root, comm));
+    CHECK_BUF(big, 8192, root, 11, it, "bcast of 8 KiB from %d", root);
+    free(big);
+}
+
 int main(int argc, char **argv)
 {
     const char *wr = getenv("OMPI_COMM_WORLD_RANK");
@@ -160,6 +255,12 @@ int main(int argc, char **argv)
     for (int it = 0; it < 4 * size; it++) interleaved(comm, it);
     moved = pvar_read(&direct) - before;
     if (expect && !(mixed && rank % 2 == 1)) CHECK(moved > 0, "no direct run among nonblocking collectives");
+
+    mt_section("lean path: one shape, the other arguments change");
+    before = pvar_read(&direct);
+    for (int it = 0; it < 2 * size; it++) lean_round(comm, it);
+    moved = pvar_read(&direct) - before;
+    if (expect && !(mixed && rank % 2 == 1)) CHECK(moved > 0, "no direct run in the lean rounds");
 
     mt_section("above the direct limit");
     if (limit > 0 && limit < 1 << 20) {
