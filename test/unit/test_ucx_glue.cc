@@ -485,6 +485,22 @@ TEST(UcxGlueContext, MmRxGrowOnlyWhereAnMmTransportMayOpen)
     }
 }
 
+TEST(UcxGlueContext, TcpRxSegOnlyWhereTcpMayOpen)
+{
+    struct Case {
+        const char *tls;
+        int want;
+    } cases[] = {
+        {nullptr, 1},     {"", 1},       {"all", 1},      {"tcp", 1},          {"tcp,self", 1},
+        {"sm,tcp:aux", 1}, {"self", 0},   {"sm,self", 0},  {"posix,sysv,cma", 0}, {"^tcp", 0},
+        {"^sm", 1},       {"^tcp,sm", 0}, {"^posix", 1},   {"tcpx", 0},
+    };
+    for (const Case &c : cases) {
+        EXPECT_EQ(rdrp_ucx_want_tcp_rx_seg(c.tls, 0), c.want) << "UCX_TLS=" << (c.tls ? c.tls : "(unset)");
+        EXPECT_EQ(rdrp_ucx_want_tcp_rx_seg(c.tls, 1), 0) << "the user's own setting wins";
+    }
+}
+
 /* ================================================================ workers */
 TEST_F(UcxContext, WorkerCreateAddressThreadMode)
 {
