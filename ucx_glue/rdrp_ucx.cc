@@ -109,12 +109,22 @@ int rdrp_ucx_user_set_tcp_rx_seg(void)
     return std::getenv("UCX_TCP_RX_SEG_SIZE") || std::getenv("UCX_MPI_TCP_RX_SEG_SIZE");
 }
 
-/* Whether UCX_TLS (NULL: not set) lets UCX open its tcp transport (no UCX
- * 1.13 alias names tcp), so that TCP_RX_SEG_SIZE is set only where a
- * transport takes it (see rdrp_ucx_want_mm_rx_grow for why). */
-int rdrp_ucx_want_tcp_rx_seg(const char *tls, int user_set)
+/* Whether UCX_TLS and UCX_NET_DEVICES (NULL: not set) let UCX open its tcp
+ * transport, so that RX_SEG_SIZE is set only where a transport takes it (see
+ * rdrp_ucx_want_mm_rx_grow for why).  No UCX 1.13 alias names tcp.  Network
+ * devices: tcp opens on interfaces ("eth0"), RDMA devices are "mlx5_0:1",
+ * so a list of only "dev:port" names (or an empty one) leaves tcp closed. */
+int rdrp_ucx_want_tcp_rx_seg(const char *tls, const char *net_devices, int user_set)
 {
     if (user_set) return 0;
+    if (net_devices) {
+        bool negate, netdev = false;
+        std::vector<std::string> names = tls_names(net_devices, &negate);
+        for (const std::string &name : names)
+            if (name == "all" || (!name.empty() && std::string(net_devices).find(name + ":") == std::string::npos))
+                netdev = true;
+        if (!negate && !netdev) return 0;
+    }
     if (!tls || !*tls) return 1;
     bool negate, tcp = false, all = false;
     for (const std::string &name : tls_names(tls, &negate)) {
@@ -160,21 +170,22 @@ int rdrp_ucx_context_acquire(const rdrp_ucx_context_params_t *params)
      * rendezvous over TCP (pml/rdrp's am path, btl/credit's puts and eager
      * packets) travels as 16 active messages, each with its own header,
      * receive call and handler.  With 256 KiB segments it takes 4: measured
-     * across two nodes (issue 21, quiet, best of 5) pml/rdrp bw 1 MiB
-     * 5038 -> 6606 MB/s, bibw 4 MiB 4836 -> 5538, 64 KiB 5297 -> 7022;
-     * ob1 + btl/credit bibw 1 MiB 4784 -> 6038; 16 KiB unchanged.  Only
-     * TCP endpoints read it (peers on other nodes); a receive segment is
-     * held only while an endpoint has a partial message (the pool grows by
-     * 8 segments, 2 MiB, per worker that receives over TCP).  The user's
+     * across two nodes (issue 21, best of 5, load 25-29) pml/rdrp bw 1 MiB
+     * 4831 -> 6164 MB/s, bibw 4 MiB 4122 -> 5651, latency 1 MiB 259 ->
+     * 226 us; ob1 + btl/credit bw 1 MiB 4681 -> 6471; 16 KiB unchanged.  Only
+     * TCP endpoints read it (peers on other nodes); UCX takes the segments
+     * from a pool that grows by 8 of them (2 MiB, was 512 KiB) per worker
+     * that receives over TCP.  The user's
      * UCX_TCP_RX_SEG_SIZE wins.  The key has no "TCP_" prefix: UCX matches a
      * cached key against each transport's own fields, and "TCP_RX_SEG_SIZE"
      * matched none ("invalid configuration" at worker creation); of UCX
      * 1.13's transports only tcp has a field RX_SEG_SIZE (IB's is SEG_SIZE).
      * Checked with strace: receive calls of 262149 bytes (64k: 65541). */
-    if (rdrp_ucx_want_tcp_rx_seg(std::getenv("UCX_TLS"), rdrp_ucx_user_set_tcp_rx_seg())) {
+    if (rdrp_ucx_want_tcp_rx_seg(std::getenv("UCX_TLS"), std::getenv("UCX_NET_DEVICES"),
+                                 rdrp_ucx_user_set_tcp_rx_seg())) {
         st = ucp_config_modify(config, "RX_SEG_SIZE", RDRP_UCX_TCP_RX_SEG_SIZE);
         if (st != UCS_OK) {
-            set_error("ucp_config_modify(TCP_RX_SEG_SIZE)", st);
+            set_error("ucp_config_modify(RX_SEG_SIZE)", st);
             ucp_config_release(config);
             return -1;
         }
