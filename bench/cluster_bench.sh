@@ -81,6 +81,9 @@ build_bin rdrp_bench "$HERE/rdrp_bench.c"
 build_bin flood "$HERE/flood.c"
 build_bin incast "$HERE/incast.c"
 build_bin coll_bench "$HERE/coll_bench.c" -lm
+if [ ! -x "$HERE/build/tcp_stream" ] || [ "$HERE/tcp_stream.c" -nt "$HERE/build/tcp_stream" ]; then
+    cc -O2 -Wall -pthread -o "$HERE/build/tcp_stream" "$HERE/tcp_stream.c" || exit 1
+fi
 if [ ! -x "$HERE/build/throttle_isend" ] || [ "$HERE/throttle_isend.c" -nt "$HERE/build/throttle_isend" ]; then
     mpicxx -O2 -std=c++17 -I"$TOP" -c -o "$HERE/build/throttle.o" "$TOP/common/throttle/throttle.cc" &&
         mpicc -O2 -Wall -I"$TOP" -c -o "$HERE/build/throttle_isend.o" "$HERE/throttle_isend.c" &&
@@ -135,6 +138,23 @@ plot() {  # png title xlabel ylabel logx(0/1) data-file columns-spec...
 
 # ------------------------------------------------------------ xhost (issue 21)
 XH_CFGS="ob1-tcp ucx rdrp ob1-credit"
+# the link's payload rate: a plain TCP connection node1 -> node2 for 3 s, one
+# way (bw) and both ways at once (bibw, the sum), as rows "link" of xhost.raw
+xhost_link() {  # label rep
+    local a2 pre=() t
+    a2=$(awk '$1 == "node2" { print $3 }' "$dir/nodes")
+    ((RT)) && pre=(chrt -r 10)
+    for t in bw bibw; do
+        timeout -k 5 30 bash "$CL/cluster.sh" exec "$dir" node2 "${pre[@]}" "$HERE/build/tcp_stream" -l 5201 >"$OUT/.link2" &
+        sleep 0.5
+        timeout -k 5 30 bash "$CL/cluster.sh" exec "$dir" node1 "${pre[@]}" "$HERE/build/tcp_stream" -c "$a2" 5201 -t 3 \
+            $([ $t = bibw ] && echo -b) >"$OUT/.link1"
+        wait
+        cat "$OUT/.link1" "$OUT/.link2" | awk -v l="$1" -v r="$2" -v t=$t '/^recv MB\/s/ { s += $3 }
+            END { print l, "link", r, t, 0, s + 0 }' >>"$OUT/xhost.raw"
+    done
+    rm -f "$OUT/.link1" "$OUT/.link2"
+}
 xhost_shape() {  # label rate|"" sizes
     local label=$1 rate=$2 sizes=$3 raw=$OUT/xhost.raw
     if [ -n "$rate" ]; then up --nodes 2 --rate "$rate" --queue 1000; else up --nodes 2; fi
@@ -149,6 +169,7 @@ xhost_shape() {  # label rate|"" sizes
                 awk -v l="$label" -v c="$c" -v r="$rep" '/^flood windows/ { for (i = 1; i <= NF; i++) if ($i == "time") t = $(i + 1)
                     print l, c, r, "flood", 4096, t }' >>"$raw"
         done
+        xhost_link "$label" "$rep"
     done
     unlock
     down
@@ -156,6 +177,7 @@ xhost_shape() {  # label rate|"" sizes
 xhost_table() {  # label
     awk -v l="$1" -v cfgs="$XH_CFGS" '
         $1 != l { next }
+        $2 == "link" { if ($6 > link[$4]) link[$4] = $6; next }
         { k = $4 " " $5; v = $6 + 0; id = $2 SUBSEP k
           if (!(k in seen)) { seen[k] = 1; order[++n] = k }
           lower = ($4 == "lat" || $4 == "flood")
@@ -169,7 +191,17 @@ xhost_table() {  # label
                   t = best["ob1-tcp" SUBSEP order[j]]; u = best["ucx" SUBSEP order[j]]; r = best["rdrp" SUBSEP order[j]]
                   cr = best["ob1-credit" SUBSEP order[j]]
                   ref = lower ? (t < u ? t : u) : (t > u ? t : u)
-                  printf " %11.2f %11.2f\n", ref ? r / ref : 0, t ? cr / t : 0 } }' "$OUT/xhost.raw"
+                  printf " %11.2f %11.2f\n", ref ? r / ref : 0, t ? cr / t : 0 }
+              if (link["bw"] > 0) {
+                  printf "# link (plain TCP, one connection, best): one way %.1f MB/s, both ways %.1f MB/s;", link["bw"], link["bibw"]
+                  printf " worst bw, bibw / link at >= 1 MiB:"
+                  for (i = 1; i <= nc; i++) { mb = 9; mi = 9
+                      for (j = 1; j <= n; j++) { split(order[j], p, " "); if (p[2] + 0 < 1048576) continue
+                          v = best[C[i] SUBSEP order[j]]
+                          if (p[1] == "bw" && v / link["bw"] < mb) mb = v / link["bw"]
+                          if (p[1] == "bibw" && link["bibw"] > 0 && v / link["bibw"] < mi) mi = v / link["bibw"] }
+                      printf " %s %.3f %.3f", C[i], mb, mi }
+                  printf "\n" } }' "$OUT/xhost.raw"
 }
 if part_on xhost; then
     echo "######## xhost: 2 nodes x 1 rank (lat us: lower is better; bw/bibw MB/s: higher; flood s: lower; best of $REPS)"

@@ -63,6 +63,27 @@ int rdrp_ucx_user_set_mm_rx_grow(void)
            std::getenv("UCX_MM_RX_BUFS_GROW");
 }
 
+/* UCX_TLS as a list: whether it starts with '^' (rules the names out) and
+ * the transport names, "posix:aux" style suffixes dropped (they name the
+ * same transport). */
+static std::vector<std::string> tls_names(const char *tls, bool *negate)
+{
+    *negate = tls[0] == '^';
+    std::string list(tls + (*negate ? 1 : 0));
+    std::vector<std::string> names;
+    size_t pos = 0;
+    while (pos <= list.size()) {
+        size_t end = list.find(',', pos);
+        if (end == std::string::npos) end = list.size();
+        std::string name = list.substr(pos, end - pos);
+        size_t colon = name.find(':');
+        if (colon != std::string::npos) name.resize(colon);
+        names.push_back(name);
+        pos = end + 1;
+    }
+    return names;
+}
+
 /* Whether UCX_TLS (NULL: not set) lets UCX open a memory-map transport
  * (posix or sysv).  A cached UCP setting that no transport takes makes UCX
  * warn "invalid configuration" at worker creation, so MM_RX_BUFS_GROW is set
@@ -73,24 +94,45 @@ int rdrp_ucx_want_mm_rx_grow(const char *tls, int user_set)
 {
     if (user_set) return 0;
     if (!tls || !*tls) return 1;
-    bool negate = tls[0] == '^';
-    std::string list(tls + (negate ? 1 : 0));
-    bool posix = false, sysv = false, all = false;
-    size_t pos = 0;
-    while (pos <= list.size()) {
-        size_t end = list.find(',', pos);
-        if (end == std::string::npos) end = list.size();
-        std::string name = list.substr(pos, end - pos);
-        /* "posix:aux" style suffixes name the same transport */
-        size_t colon = name.find(':');
-        if (colon != std::string::npos) name.resize(colon);
+    bool negate, posix = false, sysv = false, all = false;
+    for (const std::string &name : tls_names(tls, &negate)) {
         if (name == "all") all = true;
         if (name == "posix" || name == "sm" || name == "shm" || name == "mm") posix = true;
         if (name == "sysv" || name == "sm" || name == "shm" || name == "mm") sysv = true;
-        pos = end + 1;
     }
     if (negate) return !(posix && sysv);
     return all || posix || sysv;
+}
+
+int rdrp_ucx_user_set_tcp_rx_seg(void)
+{
+    return std::getenv("UCX_TCP_RX_SEG_SIZE") || std::getenv("UCX_MPI_TCP_RX_SEG_SIZE");
+}
+
+/* Whether UCX_TLS and UCX_NET_DEVICES (NULL: not set) let UCX open its tcp
+ * transport, so that RX_SEG_SIZE is set only where a transport takes it (see
+ * rdrp_ucx_want_mm_rx_grow for why).  No UCX 1.13 alias names tcp.  Network
+ * devices: tcp opens on interfaces ("eth0"), RDMA devices are "mlx5_0:1",
+ * so a list of only "dev:port" names (or an empty one) leaves tcp closed. */
+int rdrp_ucx_want_tcp_rx_seg(const char *tls, const char *net_devices, int user_set)
+{
+    if (user_set) return 0;
+    if (net_devices) {
+        bool negate, netdev = false;
+        std::vector<std::string> names = tls_names(net_devices, &negate);
+        for (const std::string &name : names)
+            if (name == "all" || (!name.empty() && std::string(net_devices).find(name + ":") == std::string::npos))
+                netdev = true;
+        if (!negate && !netdev) return 0;
+    }
+    if (!tls || !*tls) return 1;
+    bool negate, tcp = false, all = false;
+    for (const std::string &name : tls_names(tls, &negate)) {
+        if (name == "all") all = true;
+        if (name == "tcp") tcp = true;
+    }
+    if (negate) return !tcp;
+    return all || tcp;
 }
 
 int rdrp_ucx_context_acquire(const rdrp_ucx_context_params_t *params)
@@ -119,6 +161,31 @@ int rdrp_ucx_context_acquire(const rdrp_ucx_context_params_t *params)
         st = ucp_config_modify(config, "MM_RX_BUFS_GROW", "32");
         if (st != UCS_OK) {
             set_error("ucp_config_modify(MM_RX_BUFS_GROW)", st);
+            ucp_config_release(config);
+            return -1;
+        }
+    }
+    /* UCX's tcp transport receives into segments of TCP_RX_SEG_SIZE (64 KiB)
+     * and caps an active message's zero-copy send at one segment, so a 1 MiB
+     * rendezvous over TCP (pml/rdrp's am path, btl/credit's puts and eager
+     * packets) travels as 16 active messages, each with its own header,
+     * receive call and handler.  With 256 KiB segments it takes 4: measured
+     * across two nodes (issue 21, best of 5, load 25-29) pml/rdrp bw 1 MiB
+     * 4831 -> 6164 MB/s, bibw 4 MiB 4122 -> 5651, latency 1 MiB 259 ->
+     * 226 us; ob1 + btl/credit bw 1 MiB 4681 -> 6471; 16 KiB unchanged.  Only
+     * TCP endpoints read it (peers on other nodes); UCX takes the segments
+     * from a pool that grows by 8 of them (2 MiB, was 512 KiB) per worker
+     * that receives over TCP.  The user's
+     * UCX_TCP_RX_SEG_SIZE wins.  The key has no "TCP_" prefix: UCX matches a
+     * cached key against each transport's own fields, and "TCP_RX_SEG_SIZE"
+     * matched none ("invalid configuration" at worker creation); of UCX
+     * 1.13's transports only tcp has a field RX_SEG_SIZE (IB's is SEG_SIZE).
+     * Checked with strace: receive calls of 262149 bytes (64k: 65541). */
+    if (rdrp_ucx_want_tcp_rx_seg(std::getenv("UCX_TLS"), std::getenv("UCX_NET_DEVICES"),
+                                 rdrp_ucx_user_set_tcp_rx_seg())) {
+        st = ucp_config_modify(config, "RX_SEG_SIZE", RDRP_UCX_TCP_RX_SEG_SIZE);
+        if (st != UCS_OK) {
+            set_error("ucp_config_modify(RX_SEG_SIZE)", st);
             ucp_config_release(config);
             return -1;
         }

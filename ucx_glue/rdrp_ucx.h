@@ -43,6 +43,11 @@ const char  *rdrp_ucx_last_error(void);
  * (NULL when unset) -- only where a posix or sysv transport may open. */
 int          rdrp_ucx_user_set_mm_rx_grow(void);
 int          rdrp_ucx_want_mm_rx_grow(const char *ucx_tls, int user_set);
+/* TCP receive segment our UCX context asks for (UCX's default: 64k), unless
+ * the user set UCX_TCP_RX_SEG_SIZE or UCX_TLS / UCX_NET_DEVICES rule tcp out */
+#define RDRP_UCX_TCP_RX_SEG_SIZE "256k"
+int          rdrp_ucx_user_set_tcp_rx_seg(void);
+int          rdrp_ucx_want_tcp_rx_seg(const char *ucx_tls, const char *ucx_net_devices, int user_set);
 
 /* ------------------------------------------------------------ worker */
 typedef struct rdrp_ucx_worker rdrp_ucx_worker_t;

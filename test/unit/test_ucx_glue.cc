@@ -485,6 +485,31 @@ TEST(UcxGlueContext, MmRxGrowOnlyWhereAnMmTransportMayOpen)
     }
 }
 
+TEST(UcxGlueContext, TcpRxSegOnlyWhereTcpMayOpen)
+{
+    struct Case {
+        const char *tls;
+        int want;
+    } cases[] = {
+        {nullptr, 1},     {"", 1},       {"all", 1},      {"tcp", 1},          {"tcp,self", 1},
+        {"sm,tcp:aux", 1}, {"self", 0},   {"sm,self", 0},  {"posix,sysv,cma", 0}, {"^tcp", 0},
+        {"^sm", 1},       {"^tcp,sm", 0}, {"^posix", 1},   {"tcpx", 0},
+    };
+    for (const Case &c : cases) {
+        EXPECT_EQ(rdrp_ucx_want_tcp_rx_seg(c.tls, nullptr, 0), c.want) << "UCX_TLS=" << (c.tls ? c.tls : "(unset)");
+        EXPECT_EQ(rdrp_ucx_want_tcp_rx_seg(c.tls, nullptr, 1), 0) << "the user's own setting wins";
+    }
+    /* UCX_NET_DEVICES: tcp opens on interfaces, not on RDMA "dev:port" names;
+     * a setting no transport takes makes UCX warn at every worker */
+    Case devices[] = {
+        {"eth0", 1},      {"all", 1},        {"mlx5_0:1", 0},    {"", 0},
+        {"mlx5_0:1,eth0", 1}, {"mlx5_0:1,mlx5_1:1", 0}, {"^mlx5_0:1", 1}, {"ib0", 1},
+    };
+    for (const Case &c : devices)
+        EXPECT_EQ(rdrp_ucx_want_tcp_rx_seg(nullptr, c.tls, 0), c.want) << "UCX_NET_DEVICES=" << c.tls;
+    EXPECT_EQ(rdrp_ucx_want_tcp_rx_seg("^tcp", "eth0", 0), 0);
+}
+
 /* ================================================================ workers */
 TEST_F(UcxContext, WorkerCreateAddressThreadMode)
 {
