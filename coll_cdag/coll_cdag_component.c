@@ -85,7 +85,7 @@ static char *algo_values[CDAG_NCOLL];
 static char *progress_value = NULL;
 static unsigned long long seg_size = 0, eager_size = 8192, eager_limit = 65536, ring_limit = 131072,
     direct_limit = 16384;
-static int ring_on = 1, cma_on = 1;
+static int ring_on = 1, cma_on = 1, cma_min = -1;
 static mca_base_var_enum_t *progress_enum = NULL;
 static char *throttle_value = NULL;
 static int throttle_rank_limit, throttle_node_tokens, throttle_concurrency, throttle_recover, throttle_cache;
@@ -116,6 +116,7 @@ static rdrp_param_rule_t param_rules[N_FIXED_RULES + CDAG_NCOLL] = {
     C_INT("ring", ring_on, 0, 1),
     C_ULL("ring_limit", ring_limit, 4ULL << 20),
     C_INT("cma", cma_on, 0, 1),
+    C_INT("cma_min", cma_min, -1, 16 << 20),
     C_ULL("direct_limit", direct_limit, 65536),
     C_WORD("throttle", throttle_value, "off|rank|node"),
     C_INT("throttle_rank_limit", throttle_rank_limit, 0, 1 << 20),
@@ -225,6 +226,15 @@ static int cdag_register(void)
         "if the processes may read each other's memory (ptrace permission, probed at start-up; else by UCX); "
         "0: by UCX's rendezvous"),
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &cma_on);
+    /* as pml_rdrp_shm_cma_min: which of a ring's two copies or one CMA copy
+     * wins from which size depends on the machine (shm_cma_cost.h) */
+    cma_min = -1;
+    (void)mca_base_component_var_register(c, "cma_min", help_with_range("cma_min", "With coll_cdag_cma 1, "
+        "schedule messages from this many bytes to a peer on this node go by single copy although they fit "
+        "its ring (coll_cdag_ring_limit): a ring message costs two copies that each cross between cores, a "
+        "single copy one kernel copy and an answer; -1 = chosen at start-up from the measured cost of a 4 KiB "
+        "CMA copy (8192 when it costs at most 1 us, else 0); 0 = only above coll_cdag_ring_limit"),
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &cma_min);
     /* 16 KiB: the executor's per-call cost showed at 2-8 KiB (issue 14,
      * np 2 over pml/rdrp: bcast, gather, scatter, reduce 1.2-1.5x tuned
      * with 1 KiB, 0.9-1.1x with 8-16 KiB).  A message the rings cannot
@@ -493,6 +503,7 @@ static int cdag_open(void)
     cfg.ring = ring_on;
     cfg.ring_limit = (uint64_t)ring_limit;
     cfg.cma = cma_on;
+    cfg.cma_min = cma_min;
     cfg.direct_limit = (uint64_t)direct_limit;
     cfg.jobid = OMPI_PROC_MY_NAME->jobid;
     cfg.ring_fatal = ring_fatal;
@@ -536,8 +547,9 @@ static int cdag_open(void)
                  cfg.throttle_node_tokens);
     size_t ring_size = 0;
     uint64_t limit = cdag_glue_ring_limit(&ring_size);
-    if (limit) CDAG_VERBOSE(2, "shared-memory rings of %zu bytes to %d local ranks, ring limit %llu", ring_size,
-                            cfg.local_ranks, (unsigned long long)limit);
+    if (limit) CDAG_VERBOSE(2, "shared-memory rings of %zu bytes to %d local ranks, ring limit %llu; single copy "
+                            "from %llu bytes (0: above the ring limit only)", ring_size, cfg.local_ranks,
+                            (unsigned long long)limit, (unsigned long long)cdag_glue_cma_min());
     else CDAG_VERBOSE(2, "no shared-memory rings (coll_cdag_ring %d, %d local ranks): UCX only", ring_on,
                       cfg.local_ranks);
     return OMPI_SUCCESS;

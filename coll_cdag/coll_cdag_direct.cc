@@ -29,6 +29,7 @@
  * than kDirectMaxVertices vertices.
  */
 #include "coll_cdag_service.h"
+#include "common/shm/shm_cma_cost.h"
 
 #include <cstring>
 #include <new>
@@ -209,15 +210,30 @@ bool same_shape(const DirectEntry &e, const cdag_glue_spec_t *s)
            e.commutative == s->commutative && e.in_place == s->in_place;
 }
 
+/* May a message of len bytes come from a peer as a single-copy
+ * descriptor, which a direct run does not take?  What we send follows our
+ * own rule; a peer's follows its own, and under coll_cdag_cma_min -1 each
+ * process measured CMA itself, so a peer may have chosen single copy where
+ * we did not (both ranks then waited forever: osu_reduce 8 KiB with
+ * cma_min 0 at the root, 8192 at the leaf).  So with single copy on, a
+ * receive is refused from the smallest size that rule picks, whatever
+ * this process chose. */
+bool peer_may_single_copy(uint64_t len)
+{
+    return single_copy_size(len) || (G.cfg.cma && len >= rdrp::shm::kCheapCmaMin);
+}
+
 /* Can this plan run here?  Every message by a ring within the limit, the
  * counters on the stack. */
 bool fits(const Comm *c, const cdag::Plan &p)
 {
     if (p.num_vertices() > kDirectMaxVertices || !runs_on_rings(c, p)) return false;
-    for (const cdag::Op &op : p.ops)
-        if ((op.kind == cdag::OpKind::Send || op.kind == cdag::OpKind::Recv) &&
-            (op.a.len > G.cfg.direct_limit || op.a.len > G.ring_limit))  // above it: a single-copy descriptor
-            return false;
+    for (const cdag::Op &op : p.ops) {
+        if (op.kind != cdag::OpKind::Send && op.kind != cdag::OpKind::Recv) continue;
+        if (op.a.len > G.cfg.direct_limit) return false;
+        /* a single-copy descriptor: not here */
+        if (op.kind == cdag::OpKind::Send ? single_copy_size(op.a.len) : peer_may_single_copy(op.a.len)) return false;
+    }
     return true;
 }
 

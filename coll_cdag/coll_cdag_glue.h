@@ -55,6 +55,8 @@ typedef struct cdag_glue_config {
     int      ring;            /* 1: messages up to ring_limit to a local peer go through its ring */
     uint64_t ring_limit;      /* largest payload through a ring (shrinks with many local ranks) */
     int      cma;             /* 1: larger messages to a ring peer by single copy (process_vm_readv), if permitted */
+    int      cma_min;         /* ... and from this size even within ring_limit (-1: measured at start-up,
+                               * common/shm/shm_cma_cost.h; 0: only above ring_limit) */
     uint32_t jobid;           /* a ring only to peers of this job */
     uint64_t direct_limit;    /* blocking calls whose messages all go by rings and are at most this
                                * big skip op and executor (coll_cdag_direct.cc); 0: never */
@@ -126,6 +128,9 @@ int  cdag_glue_connect(uint64_t peer_id, const void *addr, size_t len, int remot
 int  cdag_glue_connected(uint64_t peer_id);
 /* The ring eager limit in use (0: no rings) and the ring size. */
 uint64_t cdag_glue_ring_limit(size_t *ring_size);
+/* Single copy to peers on this node from this many bytes (0: only above
+ * the ring limit), as chosen at start-up (coll_cdag_cma_min). */
+uint64_t cdag_glue_cma_min(void);
 
 /* One communicator.  Under node throttling, pool_name names the
  * communicator's node token pool (common/throttle/throttle.h), which this rank

@@ -201,6 +201,8 @@ int cdag_glue_worker_address(void **addr, size_t *len)
 
 void cdag_glue_worker_address_release(void *addr) { free(addr); }
 
+uint64_t cdag_glue_cma_min(void) { return G.node.on() && G.cfg.cma ? G.cma_min : 0; }
+
 uint64_t cdag_glue_ring_limit(size_t *ring_size)
 {
     if (ring_size) *ring_size = G.node.on() ? G.node.ring_size() : 0;

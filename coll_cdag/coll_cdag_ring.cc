@@ -27,6 +27,7 @@
  * through cfg.ring_fatal: that peer's later messages would never arrive.
  */
 #include "coll_cdag_service.h"
+#include "common/shm/shm_cma_cost.h"
 
 #include <unistd.h>
 
@@ -123,6 +124,12 @@ bool ring_setup(std::string *err)
                        rs.ring_size, err))
         return false;
     G.ring_limit = rs.eager_limit;
+    /* per process, not agreed on: only a sender decides, a receiver takes
+     * a ring message or a descriptor alike */
+    double ns = -1;
+    if (G.cfg.cma && G.cfg.cma_min < 0) ns = rdrp::shm::cma_self_copy_ns(4096, 16);
+    G.cma_min = !G.cfg.cma ? 0 : G.cfg.cma_min >= 0 ? static_cast<uint64_t>(G.cfg.cma_min)
+                                                    : rdrp::shm::single_copy_min_for(ns);
     return true;
 }
 

@@ -208,6 +208,7 @@ struct Global {
     /* shared-memory rings (coll_cdag_ring.cc) */
     rdrp::shm::NodeSegment node;                      // ours: what local peers send us
     uint64_t ring_limit = 0;                           // largest payload through a ring (0: none)
+    uint64_t cma_min = 0;                              // single copy from here, within the ring limit too (0: above it only)
     std::unordered_map<uint64_t, RingPeer *> ring_peers;  // by peer id
     std::vector<RingPeer *> ring_by_local;             // by local rank: where a single copy's FIN goes
     std::vector<RingPeer *> backlogged;                // peers with messages waiting for ring room
@@ -216,6 +217,10 @@ struct Global {
     std::string err;
 };
 extern Global G;
+
+/* Does a message of len bytes to a ring peer that CMA reaches leave as a
+ * single-copy descriptor (coll_cdag_cma.cc) rather than in the ring? */
+inline bool single_copy_size(uint64_t len) { return len > G.ring_limit || (G.cma_min && len >= G.cma_min); }
 
 struct Lock {
     Lock() : on(G.lock_on) { if (on) G.mu.lock(); }

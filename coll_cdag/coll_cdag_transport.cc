@@ -116,8 +116,9 @@ int send_now(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag
 {
     if (RingPeer *rp = c->rings[peer]) {
         AmHdr h{c->cid, c->rank, id.sched, id.seq, id.tag, 0};
-        if (len <= G.ring_limit) return ring_send(c, ex, v, rp, h, buf, len, tokens);
-        if (G.cfg.cma && rp->np.cma && !rp->cma_refused) return cma_send(c, ex, v, peer, rp, h, buf, len, tokens);
+        const bool cma = G.cfg.cma && rp->np.cma && !rp->cma_refused;
+        if (len <= G.ring_limit && !(cma && single_copy_size(len))) return ring_send(c, ex, v, rp, h, buf, len, tokens);
+        if (cma) return cma_send(c, ex, v, peer, rp, h, buf, len, tokens);
     }
     return send_now_ucx(c, ex, v, peer, id, buf, len, tokens);
 }
@@ -508,7 +509,7 @@ void reserve_for(const cdag::Plan &plan)
     for (const cdag::Op &op : plan.ops) {
         if (op.kind == cdag::OpKind::Send) {
             ++sends;
-            if (op.a.len > G.ring_limit) ++large_sends;
+            if (single_copy_size(op.a.len)) ++large_sends;
         }
         if (op.kind != cdag::OpKind::Recv) continue;
         ++recvs;

@@ -17,6 +17,8 @@
  *    (MPITEST_EXPECT_CMA=1) or not at all (MPITEST_EXPECT_CMA=0, for
  *    coll_cdag_cma 0); coll_cdag_cma_resent stays 0 here (processes of one
  *    user may read each other's memory on this machine).
+ *  - every collective at 4-16 KiB twice, with MPITEST_CDAG_MIXED_CMA=1 from
+ *    ranks that chose single copy from 8 KiB and ranks that did not;
  * Skipped (passes) when coll/cdag is not the component in use.
  */
 #include "mpitest.h"
@@ -95,6 +97,12 @@ static void large_round(MPI_Comm comm, size_t n, int k)
 int main(int argc, char **argv)
 {
     int provided;
+    /* MPITEST_CDAG_MIXED_CMA=1: odd ranks single-copy from 8 KiB, even ones
+     * only above the ring limit, as under coll_cdag_cma_min -1 when the
+     * processes measured CMA differently (a rank that took the direct path
+     * waited forever for a ring message its peer sent as a descriptor) */
+    const char *mixed = getenv("MPITEST_CDAG_MIXED_CMA"), *wrank = getenv("OMPI_COMM_WORLD_RANK");
+    if (mixed && atoi(mixed) && wrank) setenv("OMPI_MCA_coll_cdag_cma_min", atoi(wrank) % 2 ? "8192" : "0", 1);
     MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     mt_init(&argc, &argv, "cdag_cma");
     for (int i = 0; i < P_N; i++) pvar_open(&pv[i], pnames[i]);
@@ -117,6 +125,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < P_N; i++) a[i] = pvar_read(&pv[i]);
 
     size_t above = ((size_t)limit + 4) & ~(size_t)3;  /* the first multiple of 4 above the limit */
+    mt_section("mid sizes, each twice (the second call may take the direct path)");
+    {
+        static const size_t mid[] = {4096, 8192, 12288, 16384};
+        for (size_t i = 0; i < sizeof(mid) / sizeof(mid[0]); i++)
+            if (mid[i] <= (size_t)limit)
+                for (int twice = 0; twice < 2; twice++) large_round(node, mid[i], 10 + (int)i);
+    }
     mt_section("every large collective just above the ring limit");
     large_round(node, above, 1);
     mt_section("every large collective at 1 MiB + 4");
