@@ -14,7 +14,8 @@
  *    ring pages paid a page fault per 4 KiB, osu_bibw 1 B two thirds of
  *    its rate on this project's VM;
  *  - from pml_rdrp_shm_cma_min (measured at start-up by default) a message
- *    that would fit the ring goes by single copy instead;
+ *    that would fit the ring goes by single copy instead; the sender's
+ *    value decides (MPITEST_RDRP_MIXED_CMA=1 gives ranks different ones);
  * MPITEST_EXPECT_SHM=1 (pml/rdrp's default on one node): every message
  * went through a shared-memory ring (pml_rdrp_ucx_sent stays 0), some had
  * to wait for ring room, and large messages moved by CMA.
@@ -33,6 +34,12 @@ int main(int argc, char **argv)
 {
     int provided;
     pvar_t shm_sent, shm_back, ucx_sent, cma;
+    /* MPITEST_RDRP_MIXED_CMA=1: even ranks single-copy from 8 KiB, odd ones
+     * only above the ring (pml_rdrp_shm_cma_min 0), as under the default
+     * -1 when processes of one node measured CMA differently: the sender
+     * alone picks, and every exchange below must still arrive whole. */
+    const char *mixed = getenv("MPITEST_RDRP_MIXED_CMA"), *wrank = getenv("OMPI_COMM_WORLD_RANK");
+    if (mixed && atoi(mixed) && wrank) setenv("OMPI_MCA_pml_rdrp_shm_cma_min", atoi(wrank) % 2 ? "0" : "8192", 1);
     MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     mt_init(&argc, &argv, "p2p_transport");
     const char *e = getenv("MPITEST_EXPECT_SHM");
@@ -191,6 +198,11 @@ int main(int argc, char **argv)
             CHECK(cma_min >= 0, "pml_rdrp_shm_cma_min is %lld after MPI_Init: not resolved", cma_min);
         }
         if (mt_verbose) printf("[rank %d] single copy from %lld bytes\n", mt_rank, cma_min);
+        /* The sender alone picks the protocol, and each process measures
+         * its own default: ranks of one job may resolve different values
+         * (a CI run hung here: one rank skipped the section, its peer waited).
+         * The sizes below follow the sender's, rank 0's, value. */
+        CHECK_MPI(MPI_Bcast(&cma_min, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
         if (expect == 1 && cma_min > 1 && cma_min <= shm_eager && mt_size >= 2 && mt_rank < 2) {
             size_t n[2] = {(size_t)cma_min - 1, (size_t)cma_min};
             char *b = mt_malloc(n[1]);
