@@ -26,12 +26,28 @@
 
 namespace cdag_svc {
 
+/* Set while a call reserves what its new plan needs (reserve_for, under
+ * the service lock): what the early pools grow by then is the call's
+ * (coll_cdag_allocations), not an early arrival's.  A held message keeps
+ * its map node, so a plan compiled meanwhile grows the pool past it:
+ * that was counted as an early allocation (cdag_rndv_runahead, 1 run in
+ * 30: the side barrier's first call on a new communicator while rank 0's
+ * first broadcast was held). */
+inline bool reserving_for_plan = false;
+
+struct PlanReserve {
+    PlanReserve() { reserving_for_plan = true; }
+    ~PlanReserve() { reserving_for_plan = false; }
+    PlanReserve(const PlanReserve &) = delete;
+    PlanReserve &operator=(const PlanReserve &) = delete;
+};
+
 inline void count_alloc(bool early = false)
 {
     /* atomic: request_get and stage_alloc (coll_cdag_run.c) count from
      * application threads outside the engine lock (ThreadSanitizer,
-     * mt_coll_threads) */
-    if (early) __atomic_fetch_add(&cdag_glue_stats.early_allocations, 1, __ATOMIC_RELAXED);
+     * mt_coll_threads); they count early = false and never read the flag */
+    if (early && !reserving_for_plan) __atomic_fetch_add(&cdag_glue_stats.early_allocations, 1, __ATOMIC_RELAXED);
     else __atomic_fetch_add(&cdag_glue_stats.allocations, 1, __ATOMIC_RELAXED);
 }
 

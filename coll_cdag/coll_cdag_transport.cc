@@ -504,6 +504,7 @@ ucs_status_t am_cb(void *arg, const void *header, size_t hlen, void *data, size_
  * this rank's early arrivals of the current run still wait. */
 void reserve_for(const cdag::Plan &plan)
 {
+    PlanReserve for_the_call;  // what the pools grow by here is the call's
     std::size_t sends = 0, recvs = 0, big_need = 0, large_sends = 0;
     std::size_t need_by_class[48] = {};
     for (const cdag::Op &op : plan.ops) {
