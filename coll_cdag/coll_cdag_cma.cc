@@ -64,6 +64,9 @@ struct Slot {
     const void *buf = nullptr;
     uint64_t len = 0;
     uint32_t next_free = 0;     // index + 1 of the next free slot (0: none)
+    /* a direct run's send (ex null): its FIN is handed to fin(ctx) */
+    void (*direct_fin)(void *ctx, int32_t status) = nullptr;
+    void *direct_ctx = nullptr;
 };
 std::vector<Slot> slots;
 uint32_t free_head = 0;  // index + 1
@@ -85,6 +88,8 @@ void slot_put(uint32_t i)
 {
     slots[i].c = nullptr;
     slots[i].ex = nullptr;
+    slots[i].direct_fin = nullptr;
+    slots[i].direct_ctx = nullptr;
     ++slots[i].gen;
     slots[i].next_free = free_head;
     free_head = i + 1;
@@ -160,6 +165,14 @@ void cma_fin(const void *hdr, size_t hlen, size_t plen)
     if (i >= slots.size() || !slots[i].c || slots[i].gen != static_cast<uint32_t>(f.cookie >> 32)) return;  // forgotten
     Slot s = slots[i];
     slot_put(i);
+    if (s.direct_fin) {  // a direct run waits in place: it sends again (through the ring) or fails
+        if (f.status == kCmaRetry) {
+            s.rp->cma_refused = true;
+            ++cdag_glue_stats.cma_resent;
+        }
+        s.direct_fin(s.direct_ctx, f.status);
+        return;
+    }
     if (f.status == kCmaRetry) {  // the receiver may not read us: UCX, now and for later messages
         s.rp->cma_refused = true;
         ++cdag_glue_stats.cma_resent;
@@ -180,6 +193,7 @@ void cma_arrival(const Key &k, const void *payload, size_t plen)
         ++cdag_glue_stats.dropped;
         return;
     }
+    if (G.direct && direct_take_cma(k, d)) return;
     auto it = G.posted.find(k);
     if (it != G.posted.end()) {
         Posted p = it->second;
@@ -249,6 +263,49 @@ void cma_forget(const cdag::Executor *ex)
             if (G.throttling) unadmit(slots[i].c, slots[i].tokens);
             slot_put(i);
         }
+}
+
+void cma_send_direct(Comm *c, RingPeer *rp, const AmHdr &h, const void *buf, uint64_t len,
+                     void (*fin)(void *ctx, int32_t status), void *ctx)
+{
+    uint32_t i = slot_get();
+    Slot &s = slots[i];
+    s.c = c;
+    s.ex = nullptr;
+    s.rp = rp;
+    s.hdr = h;
+    s.buf = buf;
+    s.len = len;
+    s.direct_fin = fin;
+    s.direct_ctx = ctx;
+    ++in_flight;
+    ++cdag_glue_stats.msgs_sent;
+    cdag_glue_stats.bytes_sent += len;
+    ++cdag_glue_stats.cma_sent;
+    RingPending m{};
+    m.id = kRingCma;
+    m.hdr = h;
+    m.cd = CmaDesc{static_cast<int32_t>(getpid()), G.node.local_rank(), reinterpret_cast<uint64_t>(buf), len,
+                   cookie_of(i)};
+    ring_push_ctl(rp, m);
+}
+
+int cma_pull_direct(const CmaDesc &d, char *buf, uint64_t len)
+{
+    RingPeer *back = sender_ring(d);
+    if (!back) return -2;
+    if (d.len != len) {  // never overrun a buffer: both ends fail
+        send_fin(back, d.cookie, kCmaFailed);
+        return -2;
+    }
+    return pull(back, d, buf) ? 1 : 0;
+}
+
+void cma_forget_direct(const void *ctx)
+{
+    if (!in_flight) return;
+    for (uint32_t i = 0; i < slots.size(); ++i)
+        if (slots[i].c && slots[i].direct_ctx == ctx) slot_put(i);
 }
 
 void cma_reserve(std::size_t sends)

@@ -547,6 +547,9 @@ static int cdag_open(void)
                  cfg.throttle_node_tokens);
     size_t ring_size = 0;
     uint64_t limit = cdag_glue_ring_limit(&ring_size);
+    /* -1 resolved, as pml_rdrp_shm_cma_min: MPI_T and ompi_info show what
+     * this process chose */
+    if (cma_min < 0) cma_min = (int)cdag_glue_cma_min();
     if (limit) CDAG_VERBOSE(2, "shared-memory rings of %zu bytes to %d local ranks, ring limit %llu; single copy "
                             "from %llu bytes (0: above the ring limit only)", ring_size, cfg.local_ranks,
                             (unsigned long long)limit, (unsigned long long)cdag_glue_cma_min());

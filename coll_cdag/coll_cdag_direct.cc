@@ -21,28 +21,40 @@
  * interleave freely.  Early arrivals (parked by another call's progress)
  * are taken from G.unexpected like the executor's receives take them.
  *
+ * Single copy as the executor does it (coll_cdag_cma.cc): a send of a
+ * size this process sends by single copy goes as a descriptor and is done
+ * at its FIN, which the wait polls for like a receive; a descriptor for a
+ * waiting receive, or held before it, is pulled straight into place.  So
+ * peers that measured CMA differently (coll_cdag_cma_min -1) still match:
+ * a receive takes a ring message or a descriptor alike.  (Before, a direct
+ * run took no descriptor and so no receive from 8 KiB while single copy
+ * was on, and every 8-16 KiB rooted call ran on the executor: osu_scatter
+ * 8 KiB 1.64 us against coll/tuned's 1.25 over pml/rdrp.)
+ *
  * Not taken (the executor runs the call): under the lock (engine thread,
  * MPI_THREAD_MULTIPLE: a blocking run here holds no lock while it waits),
  * under token throttling (every send is admitted in inject()), v-variants,
  * a plan not yet in the cache (its first call compiles it there), a
- * message to a peer without a ring or above coll_cdag_direct_limit, more
- * than kDirectMaxVertices vertices.
+ * message to a peer without a ring or above coll_cdag_direct_limit (or
+ * the ring limit), more than kDirectMaxVertices vertices.
  */
 #include "coll_cdag_service.h"
-#include "common/shm/shm_cma_cost.h"
 
 #include <cstring>
 #include <new>
 
 namespace cdag_svc {
 
-/* one receive of the direct run, waiting for its message */
+/* one receive of the direct run, waiting for its message; or one send by
+ * single copy (rp set), waiting for its FIN */
 struct DirectWait {
     Key k;
     char *buf;
     uint64_t len;
     cdag::VertexId v;
-    int state;  // 0 waiting, 1 here (or pulled), 2 seen by the run, < 0 failed
+    int state;  // 0 waiting, 1 here (or pulled; a send: copied), 2 seen by the run, 3 being pulled,
+                // 4 a send the receiver could not read (sent again through the ring), < 0 failed
+    RingPeer *rp = nullptr;  // a send's peer
 };
 
 struct DirectRun {
@@ -57,8 +69,16 @@ DirectWait *find_wait(const Key &k)
 {
     DirectRun &r = *G.direct;
     for (unsigned i = 0; i < r.n; ++i)
-        if (r.w[i].state == 0 && r.w[i].k == k) return &r.w[i];
+        if (r.w[i].state == 0 && !r.w[i].rp && r.w[i].k == k) return &r.w[i];
     return nullptr;
+}
+
+/* the FIN of a descriptor the direct run sent (coll_cdag_cma.cc) */
+void send_fin(void *ctx, int32_t status)
+{
+    auto *w = static_cast<DirectWait *>(ctx);
+    w->state = status == kCmaDone ? 1 : status == kCmaRetry ? 4 : -2;
+    ++G.direct->arrived;
 }
 
 void pulled(void *request, ucs_status_t status, size_t length, void *user_data)
@@ -92,9 +112,14 @@ bool take_parked(DirectWait *w)
     if (G.unexpected.empty()) return false;
     auto it = G.unexpected.find(w->k);
     if (it == G.unexpected.end() || it->second.pulling) return false;  // a pull ends in early_done: later
-    if (it->second.cma) return false;  // never a direct run's (fits: every message within the ring limit)
     Unexp u = it->second;
     G.unexpected.erase(it);
+    if (u.cma) {  // a held descriptor: pulled now, straight into place
+        int rc = cma_pull_direct(u.cd, w->buf, w->len);
+        if (rc == 0) return false;  // refused: it comes again
+        w->state = rc > 0 ? 1 : -2;
+        return true;
+    }
     if (u.len != w->len) {  // a schedule bug or a corrupted header: never overrun buf
         shadow_release(u);
         w->state = -2;
@@ -146,6 +171,15 @@ int run(Comm *c, DirectEntry &e, uint32_t sched, cdag_glue_reduce_fn_t fn, void 
             case cdag::OpKind::Send: {
                 AmHdr h{c->cid, c->rank, sched, 0, op.tag, 0};
                 RingPeer *rp = c->rings[static_cast<size_t>(op.peer)];
+                if (single_copy_size(op.a.len) && rp->np.cma && !rp->cma_refused) {
+                    /* by single copy, as the executor would send it: done
+                     * at the receiver's FIN, which the wait below polls for */
+                    DirectWait &w = r.w[r.n++];
+                    w = DirectWait{Key{c->cid, static_cast<uint32_t>(c->rank), sched, 0, op.tag}, addr(op.a),
+                                   op.a.len, v, 0, rp};
+                    cma_send_direct(c, rp, h, w.buf, w.len, send_fin, &w);
+                    continue;
+                }
                 /* a full ring empties as its receiver polls, which it does
                  * in every progress pass whatever it runs: so do we */
                 while (!ring_push_now(rp, h, addr(op.a), op.a.len)) {
@@ -174,6 +208,12 @@ int run(Comm *c, DirectEntry &e, uint32_t sched, cdag_glue_reduce_fn_t fn, void 
                     w.state = 2;
                     --r.arrived;
                     finished(w.v);
+                } else if (w.state == 4) {  // its receiver could not read us: the bytes through the ring
+                    AmHdr h{w.k.cid, static_cast<int32_t>(w.k.src), w.k.sched, 0, w.k.tag, 0};
+                    while (!ring_push_now(w.rp, h, w.buf, w.len)) ring_progress();
+                    w.state = 2;
+                    --r.arrived;
+                    finished(w.v);
                 } else if (w.state < 0) {
                     err = w.state;
                 }
@@ -191,15 +231,17 @@ int run(Comm *c, DirectEntry &e, uint32_t sched, cdag_glue_reduce_fn_t fn, void 
             ++cdag_glue_stats.wait_ucx_passes;
             ucp_worker_progress(G.w);
             for (unsigned i = 0; i < r.n; ++i)
-                if (r.w[i].state == 0 && take_parked(&r.w[i]) && r.w[i].state != 3) ++r.arrived;
+                if (r.w[i].state == 0 && !r.w[i].rp && take_parked(&r.w[i]) && r.w[i].state != 3) ++r.arrived;
         }
         if ((turn + 1) % other_every == 0 && other_progress) other_progress();
         ++turn;
     }
     /* a failed run may still have a pull into a waiting buffer (and into
      * r, on this stack) going */
-    for (unsigned i = 0; i < r.n; ++i)
+    for (unsigned i = 0; i < r.n; ++i) {
         while (r.w[i].state == 3) ucp_worker_progress(G.w);
+        if (r.w[i].rp && r.w[i].state == 0) cma_forget_direct(&r.w[i]);  // its FIN, if it comes, finds nothing
+    }
     G.direct = nullptr;
     return err ? err : 1;
 }
@@ -210,19 +252,6 @@ bool same_shape(const DirectEntry &e, const cdag_glue_spec_t *s)
            e.commutative == s->commutative && e.in_place == s->in_place;
 }
 
-/* May a message of len bytes come from a peer as a single-copy
- * descriptor, which a direct run does not take?  What we send follows our
- * own rule; a peer's follows its own, and under coll_cdag_cma_min -1 each
- * process measured CMA itself, so a peer may have chosen single copy where
- * we did not (both ranks then waited forever: osu_reduce 8 KiB with
- * cma_min 0 at the root, 8192 at the leaf).  So with single copy on, a
- * receive is refused from the smallest size that rule picks, whatever
- * this process chose. */
-bool peer_may_single_copy(uint64_t len)
-{
-    return single_copy_size(len) || (G.cfg.cma && len >= rdrp::shm::kCheapCmaMin);
-}
-
 /* Can this plan run here?  Every message by a ring within the limit, the
  * counters on the stack. */
 bool fits(const Comm *c, const cdag::Plan &p)
@@ -230,9 +259,9 @@ bool fits(const Comm *c, const cdag::Plan &p)
     if (p.num_vertices() > kDirectMaxVertices || !runs_on_rings(c, p)) return false;
     for (const cdag::Op &op : p.ops) {
         if (op.kind != cdag::OpKind::Send && op.kind != cdag::OpKind::Recv) continue;
-        if (op.a.len > G.cfg.direct_limit) return false;
-        /* a single-copy descriptor: not here */
-        if (op.kind == cdag::OpKind::Send ? single_copy_size(op.a.len) : peer_may_single_copy(op.a.len)) return false;
+        /* within the ring limit: a send the receiver could not read by
+         * single copy goes again through the ring */
+        if (op.a.len > G.cfg.direct_limit || op.a.len > G.ring_limit) return false;
     }
     return true;
 }
@@ -264,6 +293,17 @@ bool direct_take(const Key &k, const void *data, uint64_t len, bool rndv)
     }
     if (len) std::memcpy(w->buf, data, len);
     w->state = 1;
+    ++G.direct->arrived;
+    return true;
+}
+
+bool direct_take_cma(const Key &k, const CmaDesc &d)
+{
+    DirectWait *w = find_wait(k);
+    if (!w) return false;
+    int rc = cma_pull_direct(d, w->buf, w->len);
+    if (rc == 0) return true;  // refused (answered): the bytes come again, to this wait
+    w->state = rc > 0 ? 1 : -2;
     ++G.direct->arrived;
     return true;
 }

@@ -245,7 +245,12 @@ bool runs_on_rings(const Comm *c, const cdag::Plan &plan);
  * non-null): taken (copied into place) and true, else false.  rndv: data is
  * UCX's rendezvous descriptor (pulled into place). */
 bool direct_take(const Key &k, const void *data, uint64_t len, bool rndv);
-/* the direct run waiting now waits for no message it has posted */
+/* a single-copy descriptor d for the direct run waiting now: pulled into
+ * its receive (or refused, answered) and true; false if no receive of the
+ * run waits for k */
+bool direct_take_cma(const Key &k, const CmaDesc &d);
+/* the direct run waiting now waits for no message it has posted and no
+ * FIN of a descriptor it sent */
 bool direct_satisfied();
 
 /* coll_cdag_ring.cc */
@@ -305,6 +310,18 @@ int cma_take_held(const Key &k, const Unexp &u, cdag::Executor &ex, cdag::Vertex
 /* a held descriptor is dropped unread: its sender fails the send */
 void cma_drop(const Unexp &u);
 void cma_forget(const cdag::Executor *ex);  /* a freed run's sends waiting for their FIN */
+/* the direct path's single copy (a blocking run that waits in place):
+ * send len bytes at buf as a descriptor through rp's ring, fin(ctx,
+ * status) at the receiver's FIN (kCmaDone; kCmaRetry: the receiver may
+ * not read us, send the bytes again; kCmaFailed) */
+void cma_send_direct(Comm *c, RingPeer *rp, const AmHdr &h, const void *buf, uint64_t len,
+                     void (*fin)(void *ctx, int32_t status), void *ctx);
+/* a descriptor (just arrived, or held in unexpected) for a direct receive
+ * of len bytes at buf, answered: 1 pulled; 0 refused (kCmaRetry: the bytes
+ * come again through the ring or UCX); -2 lengths differ or no ring to
+ * answer through (the sender fails too) */
+int cma_pull_direct(const CmaDesc &d, char *buf, uint64_t len);
+void cma_forget_direct(const void *ctx);    /* a failed direct run's sends waiting for their FIN */
 void cma_reserve(std::size_t sends);        /* slots for that many sends in flight */
 size_t cma_pending();                       /* sends waiting for their FIN (finalize tally) */
 

@@ -19,13 +19,17 @@
  *    user may read each other's memory on this machine).
  *  - every collective at 4-16 KiB twice, with MPITEST_CDAG_MIXED_CMA=1 from
  *    ranks that chose single copy from 8 KiB and ranks that did not;
+ *  - 8 KiB broadcasts from every root, three times: where tiny calls take
+ *    the direct path, the later ones do too, by single copy from a root
+ *    that chose it (coll_cdag_direct_runs, coll_cdag_cma_sent);
  * Skipped (passes) when coll/cdag is not the component in use.
  */
 #include "mpitest.h"
 #include "mpitest_mpit.h"
 
-enum { P_CMA, P_RESENT, P_RUNS, P_N };
-static const char *const pnames[P_N] = {"coll_cdag_cma_sent", "coll_cdag_cma_resent", "coll_cdag_runs"};
+enum { P_CMA, P_RESENT, P_RUNS, P_DIRECT, P_N };
+static const char *const pnames[P_N] = {"coll_cdag_cma_sent", "coll_cdag_cma_resent", "coll_cdag_runs",
+                                        "coll_cdag_direct_runs"};
 static pvar_t pv[P_N];
 
 static void fill_int(int *p, size_t n, int who, int k)
@@ -131,6 +135,43 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < sizeof(mid) / sizeof(mid[0]); i++)
             if (mid[i] <= (size_t)limit)
                 for (int twice = 0; twice < 2; twice++) large_round(node, mid[i], 10 + (int)i);
+    }
+    mt_section("8 KiB broadcasts on the direct path, by single copy where the root chose it");
+    /* Where tiny blocking calls take the direct path (inline progress, no
+     * throttling), an 8 KiB broadcast's later calls take it too, and a
+     * root that single-copies from 8 KiB (coll_cdag_cma_min, resolved)
+     * sends its messages as descriptors there; its receivers take a
+     * descriptor or a ring message alike (MPITEST_CDAG_MIXED_CMA).
+     * Before, a direct run took no descriptor: every 8-16 KiB call went
+     * to the executor. */
+    {
+        const size_t n = 8192;
+        long long cmin = -2, dlim = 0;
+        cvar_int("coll_cdag_cma_min", &cmin);
+        cvar_int("coll_cdag_direct_limit", &dlim);
+        char *b = mt_malloc(n);
+        unsigned long d0 = pvar_read(&pv[P_DIRECT]);
+        for (int k = 0; k < 3; k++) CHECK_MPI(MPI_Bcast(b, 8, MPI_BYTE, 0, node));
+        int tiny_direct = pvar_read(&pv[P_DIRECT]) - d0 >= 2;
+        if (mt_verbose)
+            printf("[rank %d] single copy from %lld, direct limit %lld, tiny calls %sdirect\n", mt_rank, cmin, dlim,
+                   tiny_direct ? "" : "not ");
+        for (int root = 0; root < ln; root++) {
+            for (int k = 0; k < 3; k++) {
+                unsigned long dr = pvar_read(&pv[P_DIRECT]), cs = pvar_read(&pv[P_CMA]);
+                if (lr == root) mt_fill(b, n, root, 29, k);
+                else memset(b, 0, n);
+                CHECK_MPI(MPI_Bcast(b, (int)n, MPI_BYTE, root, node));
+                CHECK_BUF(b, n, root, 29, k, "8 KiB bcast %d from %d", k, root);
+                if (k == 0 || expect != 1 || !tiny_direct || dlim < (long long)n || ln < 2) continue;
+                CHECK(pvar_read(&pv[P_DIRECT]) - dr == 1, "8 KiB bcast %d from %d did not take the direct path", k,
+                      root);
+                if (lr == root && cmin > 0 && cmin <= (long long)n)
+                    CHECK(pvar_read(&pv[P_CMA]) - cs >= 1,
+                          "8 KiB bcast %d: root %d (single copy from %lld) sent no descriptor", k, root, cmin);
+            }
+        }
+        free(b);
     }
     mt_section("every large collective just above the ring limit");
     large_round(node, above, 1);
