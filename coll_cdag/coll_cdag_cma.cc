@@ -188,9 +188,25 @@ void cma_arrival(const Key &k, const void *payload, size_t plen)
 {
     CmaDesc d{};
     if (plen == sizeof(d)) std::memcpy(&d, payload, sizeof(d));
-    RingPeer *back = check_cma_desc(plen, d) == nullptr ? sender_ring(d) : nullptr;
-    if (!back) {  // malformed, or names no ring of ours: nowhere to answer
-        ++cdag_glue_stats.dropped;
+    if (check_cma_desc(plen, d) != nullptr || d.local_rank >= static_cast<uint32_t>(G.cfg.local_ranks)) {
+        ++cdag_glue_stats.dropped;  // malformed: never read, never answered
+        return;
+    }
+    RingPeer *back = sender_ring(d);
+    if (!back) {
+        /* A peer that connected to us before we connected to it (its
+         * communicator came up first) and sent at once: dropped, its send
+         * waited forever for the FIN (coll_cdag_thread_handoff np 4 under
+         * load hung 3 times in ~60 runs: a rank polled its rings inside
+         * MPI_Init, before its own connects, and dropped its peers' first
+         * ialltoall descriptors).  Held unread: the receive, posted once
+         * our communicator is up (and so connected), pulls and answers. */
+        ++cdag_glue_stats.unexpected;
+        Unexp u{false, nullptr, d.len, false, 0, false, nullptr, 0, nullptr};
+        u.cma = true;
+        u.cd = d;
+        ++cdag_glue_stats.rndv_held;
+        if (!G.unexpected.emplace(k, u).second) ++cdag_glue_stats.dropped;  // a second one: no ring to answer
         return;
     }
     if (G.direct && direct_take_cma(k, d)) return;
