@@ -125,6 +125,25 @@ bool pull(RingPeer *back, const CmaDesc &d, char *dst)
     return rc == 0;
 }
 
+/* slot i (its owner's fields set) names a send of len bytes at buf to
+ * rp: its descriptor leaves now, in m, through rp's ring (or its backlog) */
+void push_descriptor(uint32_t i, RingPeer *rp, const AmHdr &h, const void *buf, uint64_t len, RingPending m)
+{
+    Slot &s = slots[i];
+    s.rp = rp;
+    s.hdr = h;
+    s.buf = buf;
+    s.len = len;
+    ++in_flight;
+    ++cdag_glue_stats.msgs_sent;
+    cdag_glue_stats.bytes_sent += len;
+    ++cdag_glue_stats.cma_sent;
+    m.id = kRingCma;
+    m.cd = CmaDesc{static_cast<int32_t>(getpid()), G.node.local_rank(), reinterpret_cast<uint64_t>(buf), len,
+                   cookie_of(i)};
+    ring_push_ctl(rp, m);
+}
+
 }  // namespace
 
 int cma_send(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, RingPeer *rp, const AmHdr &h,
@@ -137,19 +156,7 @@ int cma_send(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, RingPeer *
     s.v = v;
     s.tokens = tokens;
     s.peer = peer;
-    s.rp = rp;
-    s.hdr = h;
-    s.buf = buf;
-    s.len = len;
-    ++in_flight;
-    ++cdag_glue_stats.msgs_sent;
-    cdag_glue_stats.bytes_sent += len;
-    ++cdag_glue_stats.cma_sent;
-    RingPending m{c, &ex, v, tokens, h, buf, len};
-    m.id = kRingCma;
-    m.cd = CmaDesc{static_cast<int32_t>(getpid()), G.node.local_rank(), reinterpret_cast<uint64_t>(buf), len,
-                   cookie_of(i)};
-    ring_push_ctl(rp, m);
+    push_descriptor(i, rp, h, buf, len, RingPending{c, &ex, v, tokens, h, buf, len});
     return 0;
 }
 
@@ -288,22 +295,11 @@ void cma_send_direct(Comm *c, RingPeer *rp, const AmHdr &h, const void *buf, uin
     Slot &s = slots[i];
     s.c = c;
     s.ex = nullptr;
-    s.rp = rp;
-    s.hdr = h;
-    s.buf = buf;
-    s.len = len;
     s.direct_fin = fin;
     s.direct_ctx = ctx;
-    ++in_flight;
-    ++cdag_glue_stats.msgs_sent;
-    cdag_glue_stats.bytes_sent += len;
-    ++cdag_glue_stats.cma_sent;
     RingPending m{};
-    m.id = kRingCma;
     m.hdr = h;
-    m.cd = CmaDesc{static_cast<int32_t>(getpid()), G.node.local_rank(), reinterpret_cast<uint64_t>(buf), len,
-                   cookie_of(i)};
-    ring_push_ctl(rp, m);
+    push_descriptor(i, rp, h, buf, len, m);
 }
 
 int cma_pull_direct(const CmaDesc &d, char *buf, uint64_t len)
