@@ -62,6 +62,9 @@ def parse_args(argv):
     p.add_argument("--out", metavar="DIR", help="results and logs (default: a new directory under $TMPDIR)")
     p.add_argument("--resume", action="store_true", help="keep the results already in --out, run only the rest")
     p.add_argument("--report", action="store_true", help="only print the table of the results in --out")
+    p.add_argument("--interleave", action="store_true",
+                   help="run a row entry by entry, each under every configuration in turn (reference first), "
+                   "instead of configuration by configuration")
     p.add_argument("--list", action="store_true", help="list the MPICH entries that would run, and the exclusions")
     a = p.parse_args(argv)
     if not (a.mpich or a.mpi4py or a.report):
@@ -167,6 +170,43 @@ def select_entries(top, rows, maxnp):
     return plan
 
 
+def run_one(a, top, e, n, args, built, store, out, env_prefix, row):
+    """One entry under one configuration; its record, or None if it ran before."""
+    if store.has(e.key, n):
+        return store.recs[(e.key, n)]
+    logdir = os.path.join(out, "logs", n, row.replace("/", "_"))
+    os.makedirs(logdir, exist_ok=True)
+    log = os.path.join(logdir, "%03d-%s.log" % (e.index, e.prog))
+    if (e.directory, e.prog) not in built:
+        with open(log, "w") as f:
+            f.write("did not build; see %s\n" % os.path.join(out, "build.log"))
+        result, secs = "failed", 0.0
+    else:
+        limit = max(a.timeout, e.time_limit)
+        result, secs = mpich.run(e, args, limit, log)
+    first = result
+    ref = store.recs.get((e.key, C.REFERENCE))
+    if result in ("failed", "timeout") and n != C.REFERENCE and ref and ref["result"] == "passed":
+        # passes with ob1: once more alone, so load on a shared machine is told from a defect
+        for i in range(a.retries):
+            result, more = mpich.run(e, args, limit, "%s.retry%d" % (log, i + 1))
+            secs += more
+            if result == "passed":
+                break
+    rec = {"suite": "mpich", "row": row, "key": e.key, "label": e.label(top), "config": n,
+           "result": result, "secs": round(secs, 1), "log": log,
+           "flaky": first if result != first else None,
+           "built": (e.directory, e.prog) in built,
+           "repro": mpich.repro(e, args, env_prefix),
+           "at": time.strftime("%H:%M:%S", time.gmtime())}
+    store.add(rec)
+    if result != "passed" or first != "passed":
+        print("   %-11s %-8s %s (%.0fs)%s" % (n, result, e.label(top), secs,
+                                         "" if first == result else ", %s the first time" % first),
+              flush=True)
+    return rec
+
+
 def run_mpich(a, top, plan, names, store, out, env_prefix):
     common = mpirun_common()
     for row, entries, _, makes in plan:
@@ -180,47 +220,27 @@ def run_mpich(a, top, plan, names, store, out, env_prefix):
               flush=True)
         built = mpich.build(entries, makes, os.path.join(out, "build.log"), a.make_jobs)
         print("   built in %s" % fmt_secs(time.time() - t0), flush=True)
-        for n in todo:
+        # --interleave: entry by entry, every configuration in turn (the reference first), so
+        # the columns cover the same entries and see alike load when a run is cut short
+        order = ([(e, n) for e in entries for n in todo] if a.interleave else
+                 [(e, n) for n in todo for e in entries])
+        counts = {n: {"passed": 0, "failed": 0, "timeout": 0, "skipped": 0} for n in todo}
+        spent = {n: 0.0 for n in todo}
+        for i, (e, n) in enumerate(order):
             t1 = time.time()
-            counts = {"passed": 0, "failed": 0, "timeout": 0, "skipped": 0}
-            logdir = os.path.join(out, "logs", n, row.replace("/", "_"))
-            os.makedirs(logdir, exist_ok=True)
-            args = common + C.CONFIGS[n][0]
-            for e in entries:
-                if store.has(e.key, n):
-                    counts[store.recs[(e.key, n)]["result"]] += 1
-                    continue
-                log = os.path.join(logdir, "%03d-%s.log" % (e.index, e.prog))
-                if (e.directory, e.prog) not in built:
-                    with open(log, "w") as f:
-                        f.write("did not build; see %s\n" % os.path.join(out, "build.log"))
-                    result, secs = "failed", 0.0
-                else:
-                    limit = max(a.timeout, e.time_limit)
-                    result, secs = mpich.run(e, args, limit, log)
-                first = result
-                ref = store.recs.get((e.key, C.REFERENCE))
-                if result in ("failed", "timeout") and n != C.REFERENCE and ref and ref["result"] == "passed":
-                    # passes with ob1: once more alone, so load on a shared machine is told from a defect
-                    for i in range(a.retries):
-                        result, more = mpich.run(e, args, limit, "%s.retry%d" % (log, i + 1))
-                        secs += more
-                        if result == "passed":
-                            break
-                counts[result] += 1
-                store.add({"suite": "mpich", "row": row, "key": e.key, "label": e.label(top), "config": n,
-                           "result": result, "secs": round(secs, 1), "log": log,
-                           "flaky": first if result != first else None,
-                           "built": (e.directory, e.prog) in built,
-                           "repro": mpich.repro(e, args, env_prefix)})
-                if result != "passed" or first != "passed":
-                    print("   %-11s %-8s %s (%.0fs)%s" % (n, result, e.label(top), secs,
-                                                     "" if first == result else ", %s the first time" % first),
-                          flush=True)
-            print("== %s %s: %d passed, %d failed, %d timeout%s in %s" % (
-                row, n, counts["passed"], counts["failed"], counts["timeout"],
-                ", %d skipped" % counts["skipped"] if counts["skipped"] else "", fmt_secs(time.time() - t1)),
-                flush=True)
+            rec = run_one(a, top, e, n, common + C.CONFIGS[n][0], built, store, out, env_prefix, row)
+            counts[n][rec["result"]] += 1
+            spent[n] += time.time() - t1
+            if a.interleave and n != todo[-1]:
+                continue
+            if not a.interleave and i + 1 < len(order) and order[i + 1][1] == n:
+                continue
+            done = todo if a.interleave and e is entries[-1] else [n] if not a.interleave else []
+            for m in done:
+                c = counts[m]
+                print("== %s %s: %d passed, %d failed, %d timeout%s in %s" % (
+                    row, m, c["passed"], c["failed"], c["timeout"],
+                    ", %d skipped" % c["skipped"] if c["skipped"] else "", fmt_secs(spent[m])), flush=True)
 
 
 def run_mpi4py(a, runtests, nps, names, store, out, env_prefix):
@@ -365,6 +385,8 @@ def main(argv):
         bad = [n for n in names if n not in C.CONFIGS]
         if bad:
             die("unknown configuration %s (known: %s)" % (", ".join(bad), ", ".join(C.CONFIGS)))
+    if a.interleave and C.REFERENCE in names:
+        names = [C.REFERENCE] + [n for n in names if n != C.REFERENCE]
     if C.REFERENCE not in names and not a.report:
         print("conformance: note: the reference %s is not among the configurations; "
               "failures are listed against results already in --out" % C.REFERENCE, file=sys.stderr)
