@@ -136,6 +136,21 @@ static const char *help_with_range(const char *name, const char *help)
     return rdrp_param_help(param_rules, N_RULES, "coll_cdag_", name, help, buf, sizeof(buf));
 }
 
+/* an integer MCA variable of coll/cdag, its help with the accepted range */
+static void reg_int(const char *name, const char *help, mca_base_var_info_lvl_t level, int *storage)
+{
+    (void)mca_base_component_var_register(&mca_coll_cdag_component.collm_version, name, help_with_range(name, help),
+                                          MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, level, MCA_BASE_VAR_SCOPE_READONLY,
+                                          storage);
+}
+
+static void reg_ull(const char *name, const char *help, mca_base_var_info_lvl_t level, unsigned long long *storage)
+{
+    (void)mca_base_component_var_register(&mca_coll_cdag_component.collm_version, name, help_with_range(name, help),
+                                          MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, level,
+                                          MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
 static char algo_rule_names[CDAG_NCOLL][64];
 
 static int cdag_register(void)
@@ -144,23 +159,20 @@ static int cdag_register(void)
     const mca_base_component_t *c = &mca_coll_cdag_component.collm_version;
 
     p->priority = -1;
-    (void)mca_base_component_var_register(c, "priority", help_with_range("priority", "Priority of coll/cdag; it takes intra-communicators only when this is >= 0, and wins "
+    reg_int("priority", "Priority of coll/cdag; it takes intra-communicators only when this is >= 0, and wins "
         "over coll/tuned (30) above 30.  Default -1: installed but unused until asked for, "
-        "e.g. --mca coll_cdag_priority 100"),
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, &p->priority);
+        "e.g. --mca coll_cdag_priority 100", OPAL_INFO_LVL_4, &p->priority);
     /* off by default, as pml/rdrp's: most of what it finds is the
      * application's (requests and communicators never freed) */
     p->finalize_check = 0;
-    (void)mca_base_component_var_register(c, "finalize_check", help_with_range("finalize_check",
+    reg_int("finalize_check",
         "Finalize leak check, when the component closes after its own clean-up: 0 off (default); 1 one finalize-leak "
         "message per process naming every object still alive; 2 the same, and the component's close returns an "
         "error.  Requests and communicators never freed and collective messages never received are the "
         "application's; operations, runs, posted receives, queued sends, rendezvous pulls, UCX endpoints and "
-        "requests left over are coll/cdag's own (a bug)"),
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY, &p->finalize_check);
+        "requests left over are coll/cdag's own (a bug)", OPAL_INFO_LVL_6, &p->finalize_check);
     p->verbose = 0;
-    (void)mca_base_component_var_register(c, "verbose", help_with_range("verbose", "Verbosity of coll/cdag (0: errors only, 2: settings at start-up, 10: communicators it takes and the schedule of every compiled plan (once per plan): algorithm, radix, segment, window)"),
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &p->verbose);
+    reg_int("verbose", "Verbosity of coll/cdag (0: errors only, 2: settings at start-up, 10: communicators it takes and the schedule of every compiled plan (once per plan): algorithm, radix, segment, window)", OPAL_INFO_LVL_5, &p->verbose);
     progress_value = "inline";
     (void)mca_base_component_var_register(c, "progress", help_with_range("progress", "Who progresses collective schedules: inline (the MPI library's progress, i.e. while the "
         "application is inside MPI calls) or thread (an engine thread, pinned to a core outside "
@@ -177,77 +189,60 @@ static int cdag_register(void)
         "below; every entry covers the blocking, nonblocking and persistent forms)"),
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, &coll_list);
     p->radix = 2;
-    (void)mca_base_component_var_register(c, "radix", help_with_range("radix", "Radix of the k-ary and k-nomial trees"),
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &p->radix);
+    reg_int("radix", "Radix of the k-ary and k-nomial trees", OPAL_INFO_LVL_5, &p->radix);
     seg_size = 0;
-    (void)mca_base_component_var_register(c, "segment_size", help_with_range("segment_size", "Pipelining segment of tree and chain schedules in bytes (0: whole messages)"),
-        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5,
-        MCA_BASE_VAR_SCOPE_READONLY, &seg_size);
+    reg_ull("segment_size", "Pipelining segment of tree and chain schedules in bytes (0: whole messages)", OPAL_INFO_LVL_5, &seg_size);
     p->window = 0;
-    (void)mca_base_component_var_register(c, "window", help_with_range("window", "Alltoall(v) linear variant: pairs in flight at once (0: all)"),
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &p->window);
+    reg_int("window", "Alltoall(v) linear variant: pairs in flight at once (0: all)", OPAL_INFO_LVL_5, &p->window);
     p->eager_buffers = 256;
-    (void)mca_base_component_var_register(c, "shadow_buffers", help_with_range("shadow_buffers", "Pre-allocated shadow buffers per process for small messages that arrive before their "
-        "receive is posted (more use the heap)"),
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY,
-        &p->eager_buffers);
+    reg_int("shadow_buffers", "Pre-allocated shadow buffers per process for small messages that arrive before their "
+        "receive is posted (more use the heap)", OPAL_INFO_LVL_6, &p->eager_buffers);
     eager_size = 8192;
-    (void)mca_base_component_var_register(c, "shadow_buffer_size", help_with_range("shadow_buffer_size", "Size of a shadow buffer in bytes"),
-        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_6,
-        MCA_BASE_VAR_SCOPE_READONLY, &eager_size);
+    reg_ull("shadow_buffer_size", "Size of a shadow buffer in bytes", OPAL_INFO_LVL_6, &eager_size);
     eager_limit = 65536;
-    (void)mca_base_component_var_register(c, "eager_limit", help_with_range("eager_limit", "Schedule messages up to this many bytes "
+    reg_ull("eager_limit", "Schedule messages up to this many bytes "
         "go as UCX eager active messages (copied through shared memory), larger ones by UCX's rendezvous "
         "(RTS, get, ATS); 0: UCX's own threshold (8 KiB on shared memory).  A rendezvous costs about 3 us "
-        "more, so eager wins up to some 64 KiB on one node"),
-        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5,
-        MCA_BASE_VAR_SCOPE_READONLY, &eager_limit);
+        "more, so eager wins up to some 64 KiB on one node", OPAL_INFO_LVL_5, &eager_limit);
     ring_on = 1;
-    (void)mca_base_component_var_register(c, "ring", help_with_range("ring", "1: schedule messages of at most "
+    reg_int("ring", "1: schedule messages of at most "
         "coll_cdag_ring_limit bytes to a process of this job on this node go through a shared-memory ring of "
-        "coll/cdag's own in the receiver's segment (no UCX call on that path); 0: every message by UCX"),
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &ring_on);
+        "coll/cdag's own in the receiver's segment (no UCX call on that path); 0: every message by UCX", OPAL_INFO_LVL_5, &ring_on);
     /* 128 KiB: a 128 KiB message by UCX (rendezvous) took 1.3-1.4x the ring's
      * time in bcast/reduce/gather/scatter at np 2; at 256 KiB the ring's two
      * copies lost to UCX's single copy in alltoall and scatter (issue 14) */
     ring_limit = 131072;
-    (void)mca_base_component_var_register(c, "ring_limit", help_with_range("ring_limit", "Largest schedule "
+    reg_ull("ring_limit", "Largest schedule "
         "message (bytes) sent through a shared-memory ring to a peer on this node; larger ones go by UCX.  "
         "The rings of a process hold four such messages each within 16 MiB, so with many processes on a node "
-        "the limit used is lower (coll_cdag_verbose 2 prints it)"),
-        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5,
-        MCA_BASE_VAR_SCOPE_READONLY, &ring_limit);
+        "the limit used is lower (coll_cdag_verbose 2 prints it)", OPAL_INFO_LVL_5, &ring_limit);
     /* 1: at 256 KiB-4 MiB, np 2, UCX's rendezvous on our private worker
      * cost 1.1-1.35x coll/tuned over vader's single copy (issue 14) */
     cma_on = 1;
-    (void)mca_base_component_var_register(c, "cma", help_with_range("cma", "1: schedule messages above "
+    reg_int("cma", "1: schedule messages above "
         "coll_cdag_ring_limit to a process of this job on this node go as a descriptor through its ring and "
         "the receiver copies them with one process_vm_readv (single copy, Linux CMA) straight into place, "
         "if the processes may read each other's memory (ptrace permission, probed at start-up; else by UCX); "
-        "0: by UCX's rendezvous"),
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &cma_on);
+        "0: by UCX's rendezvous", OPAL_INFO_LVL_5, &cma_on);
     /* as pml_rdrp_shm_cma_min: which of a ring's two copies or one CMA copy
      * wins from which size depends on the machine (shm_cma_cost.h) */
     cma_min = -1;
-    (void)mca_base_component_var_register(c, "cma_min", help_with_range("cma_min", "With coll_cdag_cma 1, "
+    reg_int("cma_min", "With coll_cdag_cma 1, "
         "schedule messages from this many bytes to a peer on this node go by single copy although they fit "
         "its ring (coll_cdag_ring_limit): a ring message costs two copies that each cross between cores, a "
         "single copy one kernel copy and an answer; -1 = chosen at start-up from the measured cost of a 4 KiB "
-        "CMA copy (8192 when it costs at most 1 us, else 0); 0 = only above coll_cdag_ring_limit"),
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &cma_min);
+        "CMA copy (8192 when it costs at most 1 us, else 0); 0 = only above coll_cdag_ring_limit", OPAL_INFO_LVL_5, &cma_min);
     /* 16 KiB: the executor's per-call cost showed at 2-8 KiB (issue 14,
      * np 2 over pml/rdrp: bcast, gather, scatter, reduce 1.2-1.5x tuned
      * with 1 KiB, 0.9-1.1x with 8-16 KiB).  A message the rings cannot
      * take (fewer, smaller rings with many ranks on a node) keeps its plan
      * off the direct path (fits(): runs_on_rings). */
     direct_limit = 16384;
-    (void)mca_base_component_var_register(c, "direct_limit", help_with_range("direct_limit", "Blocking "
+    reg_ull("direct_limit", "Blocking "
         "collectives whose every message goes through a shared-memory ring and is at most this many bytes "
         "run on the direct path: the cached plan is walked in place and its messages pushed into the rings, "
         "with no operation object and no executor (same messages, so it mixes with the executor path); "
-        "0: never (inline progress only; not under token throttling or MPI_THREAD_MULTIPLE)"),
-        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5,
-        MCA_BASE_VAR_SCOPE_READONLY, &direct_limit);
+        "0: never (inline progress only; not under token throttling or MPI_THREAD_MULTIPLE)", OPAL_INFO_LVL_5, &direct_limit);
     throttle_value = "off";
     (void)mca_base_component_var_register(c, "throttle", help_with_range("throttle", "Token throttling of schedule messages (admission control before injection): off, rank "
         "(at most coll_cdag_throttle_rank_limit messages in flight per rank), or node (also a "
@@ -255,37 +250,29 @@ static int cdag_register(void)
         "and at most coll_cdag_throttle_concurrency ranks injecting at once)"),
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, &throttle_value);
     throttle_rank_limit = 16;  /* bench/throttle_sweep.sh here: small messages peak at 16 in flight per rank */
-    (void)mca_base_component_var_register(c, "throttle_rank_limit", help_with_range("throttle_rank_limit", "Messages in flight per rank (CRCT) under throttle rank or node; 0 = unlimited"),
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &throttle_rank_limit);
+    reg_int("throttle_rank_limit", "Messages in flight per rank (CRCT) under throttle rank or node; 0 = unlimited", OPAL_INFO_LVL_5, &throttle_rank_limit);
     throttle_node_tokens = 32;  /* ... 32 per node (2 ranks x 16); 256 KiB messages at 2 in flight */
-    (void)mca_base_component_var_register(c, "throttle_node_tokens", help_with_range("throttle_node_tokens", "Tokens of the node pool (NRCT) under throttle node"),
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &throttle_node_tokens);
+    reg_int("throttle_node_tokens", "Tokens of the node pool (NRCT) under throttle node", OPAL_INFO_LVL_5, &throttle_node_tokens);
     throttle_bpt = 16384;  /* so a 256 KiB message takes 16 of the 32 tokens: 2 in flight */
-    (void)mca_base_component_var_register(c, "throttle_bytes_per_token", help_with_range("throttle_bytes_per_token", "Bytes one token pays for (a message takes ceil(bytes / this), at least 1, at most "
+    reg_ull("throttle_bytes_per_token", "Bytes one token pays for (a message takes ceil(bytes / this), at least 1, at most "
         "node_tokens / local ranks of the communicator, so every rank can have a message in "
-        "flight); 0 = one token per message"),
-        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &throttle_bpt);
+        "flight); 0 = one token per message", OPAL_INFO_LVL_5, &throttle_bpt);
     throttle_concurrency = 0;
-    (void)mca_base_component_var_register(c, "throttle_concurrency", help_with_range("throttle_concurrency", "Ranks of a node injecting at once (CCT) under throttle node; 0 = unlimited"),
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &throttle_concurrency);
+    reg_int("throttle_concurrency", "Ranks of a node injecting at once (CCT) under throttle node; 0 = unlimited", OPAL_INFO_LVL_5, &throttle_concurrency);
     throttle_cache = -1;
-    (void)mca_base_component_var_register(c, "throttle_token_cache", help_with_range("throttle_token_cache", "Tokens a rank may keep between messages under throttle node, so a rank alone on an idle "
+    reg_int("throttle_token_cache", "Tokens a rank may keep between messages under throttle node, so a rank alone on an idle "
         "pool touches no shared memory per message; filled only while half the pool is free and "
         "given back as soon as another rank waits. -1 = node_tokens / (2 x local ranks of the "
-        "communicator), 0 = off"),
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY, &throttle_cache);
+        "communicator), 0 = off", OPAL_INFO_LVL_6, &throttle_cache);
     throttle_recover = 1000;
-    (void)mca_base_component_var_register(c, "throttle_recover_polls", help_with_range("throttle_recover_polls", "Unsuccessful admission attempts after which a waiting rank reclaims the tokens and the "
-        "ticket of dead ranks of its node"),
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY, &throttle_recover);
+    reg_int("throttle_recover_polls", "Unsuccessful admission attempts after which a waiting rank reclaims the tokens and the "
+        "ticket of dead ranks of its node", OPAL_INFO_LVL_6, &throttle_recover);
     v_plan_cache = 32;
-    (void)mca_base_component_var_register(c, "v_plan_cache", help_with_range("v_plan_cache", "Compiled schedules of "
+    reg_int("v_plan_cache", "Compiled schedules of "
         "v-variant calls (gatherv, scatterv, allgatherv, alltoallv, reduce_scatter with unequal counts) kept per "
         "communicator, found again by their counts and displacements, so a repeated call compiles and allocates "
         "nothing; when full the least recently used goes (MPI_T coll_cdag_cached_plans, coll_cdag_plans_evicted). "
-        "0: none kept, every such call compiles its schedule"),
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &v_plan_cache);
+        "0: none kept, every such call compiles its schedule", OPAL_INFO_LVL_5, &v_plan_cache);
     for (int i = 0; i < CDAG_NCOLL; ++i) {
         char name[64], help[256];
         snprintf(name, sizeof(name), "%s_algorithm", coll_names[i]);
