@@ -172,17 +172,15 @@ void cma_fin(const void *hdr, size_t hlen, size_t plen)
     if (i >= slots.size() || !slots[i].c || slots[i].gen != static_cast<uint32_t>(f.cookie >> 32)) return;  // forgotten
     Slot s = slots[i];
     slot_put(i);
+    if (f.status == kCmaRetry) {  // the receiver may not read us: no descriptor to it any more
+        s.rp->cma_refused = true;
+        ++cdag_glue_stats.cma_resent;
+    }
     if (s.direct_fin) {  // a direct run waits in place: it sends again (through the ring) or fails
-        if (f.status == kCmaRetry) {
-            s.rp->cma_refused = true;
-            ++cdag_glue_stats.cma_resent;
-        }
         s.direct_fin(s.direct_ctx, f.status);
         return;
     }
-    if (f.status == kCmaRetry) {  // the receiver may not read us: UCX, now and for later messages
-        s.rp->cma_refused = true;
-        ++cdag_glue_stats.cma_resent;
+    if (f.status == kCmaRetry) {  // sent again by UCX
         cdag::MsgId id{s.hdr.sched, s.hdr.seq, s.hdr.tag};
         int rc = send_now_ucx(s.c, *s.ex, s.v, s.peer, id, s.buf, s.len, s.tokens);
         if (rc != 0) s.ex->fail(s.v, rc);
@@ -199,37 +197,31 @@ void cma_arrival(const Key &k, const void *payload, size_t plen)
         ++cdag_glue_stats.dropped;  // malformed: never read, never answered
         return;
     }
+    /* No ring back to the sender: a peer that connected to us before we
+     * connected to it (its communicator came up first) and sent at once.
+     * Dropped, its send waited forever for the FIN (coll_cdag_thread_handoff
+     * np 4 under load hung 5 times in 62 runs: a rank polled its rings
+     * inside MPI_Init, before its own connects, and dropped its peers'
+     * first ialltoall descriptors).  So it is held unread like any early
+     * one: its receive is posted once our communicator is up, and so
+     * connected, and pulls and answers it then. */
     RingPeer *back = sender_ring(d);
-    if (!back) {
-        /* A peer that connected to us before we connected to it (its
-         * communicator came up first) and sent at once: dropped, its send
-         * waited forever for the FIN (coll_cdag_thread_handoff np 4 under
-         * load hung 3 times in ~60 runs: a rank polled its rings inside
-         * MPI_Init, before its own connects, and dropped its peers' first
-         * ialltoall descriptors).  Held unread: the receive, posted once
-         * our communicator is up (and so connected), pulls and answers. */
-        ++cdag_glue_stats.unexpected;
-        Unexp u{false, nullptr, d.len, false, 0, false, nullptr, 0, nullptr};
-        u.cma = true;
-        u.cd = d;
-        ++cdag_glue_stats.rndv_held;
-        if (!G.unexpected.emplace(k, u).second) ++cdag_glue_stats.dropped;  // a second one: no ring to answer
-        return;
-    }
-    if (G.direct && direct_take_cma(k, d)) return;
-    auto it = G.posted.find(k);
-    if (it != G.posted.end()) {
-        Posted p = it->second;
-        if (p.len != d.len) {  // never overrun a buffer: both ends fail
+    if (back) {
+        if (G.direct && direct_take_cma(k, d)) return;
+        auto it = G.posted.find(k);
+        if (it != G.posted.end()) {
+            Posted p = it->second;
+            if (p.len != d.len) {  // never overrun a buffer: both ends fail
+                G.posted.erase(it);
+                send_fin(back, d.cookie, kCmaFailed);
+                p.ex->fail(p.v, -2);
+                return;
+            }
+            if (!pull(back, d, p.buf)) return;  // it comes again by UCX, to this receive
             G.posted.erase(it);
-            send_fin(back, d.cookie, kCmaFailed);
-            p.ex->fail(p.v, -2);
+            p.ex->complete(p.v);
             return;
         }
-        if (!pull(back, d, p.buf)) return;  // it comes again by UCX, to this receive
-        G.posted.erase(it);
-        p.ex->complete(p.v);
-        return;
     }
     ++cdag_glue_stats.unexpected;
     Unexp u{false, nullptr, d.len, false, 0, false, nullptr, 0, nullptr};
@@ -239,7 +231,7 @@ void cma_arrival(const Key &k, const void *payload, size_t plen)
      * and made cdag_rndv_runahead's receiver allocate a map node.  Under
      * token throttling pulled at once (the sender's tokens must not wait
      * for our schedule). */
-    if (G.throttling) {
+    if (G.throttling && back) {
         std::size_t cap = 0;
         u.data = big_buffer_get(d.len, &cap);
         u.cap = cap;
@@ -255,8 +247,8 @@ void cma_arrival(const Key &k, const void *payload, size_t plen)
     }
     if (!G.unexpected.emplace(k, u).second) {  // a second message with the same key: dropped
         ++cdag_glue_stats.dropped;
-        if (u.cma) send_fin(back, d.cookie, kCmaFailed);
-        else big_buffer_put(u.data, u.cap);
+        if (!u.cma) big_buffer_put(u.data, u.cap);
+        else if (back) send_fin(back, d.cookie, kCmaFailed);
     }
 }
 

@@ -161,6 +161,14 @@ int run(Comm *c, DirectEntry &e, uint32_t sched, cdag_glue_reduce_fn_t fn, void 
             if (++counter[s] == p.threshold[s]) ready[nready++] = s;
         }
     };
+    /* a full ring empties as its receiver polls, which it does in every
+     * progress pass whatever it runs: so do we */
+    auto push = [waited](RingPeer *rp, const AmHdr &h, const void *buf, uint64_t len) {
+        while (!ring_push_now(rp, h, buf, len)) {
+            *waited = 1;
+            ring_progress();
+        }
+    };
     ++cdag_glue_stats.runs;
     ++cdag_glue_stats.direct_runs;
     while (remaining && !err) {
@@ -171,7 +179,7 @@ int run(Comm *c, DirectEntry &e, uint32_t sched, cdag_glue_reduce_fn_t fn, void 
             case cdag::OpKind::Send: {
                 AmHdr h{c->cid, c->rank, sched, 0, op.tag, 0};
                 RingPeer *rp = c->rings[static_cast<size_t>(op.peer)];
-                if (single_copy_size(op.a.len) && rp->np.cma && !rp->cma_refused) {
+                if (single_copy_to(*rp, op.a.len)) {
                     /* by single copy, as the executor would send it: done
                      * at the receiver's FIN, which the wait below polls for */
                     DirectWait &w = r.w[r.n++];
@@ -180,12 +188,7 @@ int run(Comm *c, DirectEntry &e, uint32_t sched, cdag_glue_reduce_fn_t fn, void 
                     cma_send_direct(c, rp, h, w.buf, w.len, send_fin, &w);
                     continue;
                 }
-                /* a full ring empties as its receiver polls, which it does
-                 * in every progress pass whatever it runs: so do we */
-                while (!ring_push_now(rp, h, addr(op.a), op.a.len)) {
-                    *waited = 1;
-                    ring_progress();
-                }
+                push(rp, h, addr(op.a), op.a.len);
                 break;
             }
             case cdag::OpKind::Recv: {
@@ -209,8 +212,7 @@ int run(Comm *c, DirectEntry &e, uint32_t sched, cdag_glue_reduce_fn_t fn, void 
                     --r.arrived;
                     finished(w.v);
                 } else if (w.state == 4) {  // its receiver could not read us: the bytes through the ring
-                    AmHdr h{w.k.cid, static_cast<int32_t>(w.k.src), w.k.sched, 0, w.k.tag, 0};
-                    while (!ring_push_now(w.rp, h, w.buf, w.len)) ring_progress();
+                    push(w.rp, AmHdr{w.k.cid, static_cast<int32_t>(w.k.src), w.k.sched, 0, w.k.tag, 0}, w.buf, w.len);
                     w.state = 2;
                     --r.arrived;
                     finished(w.v);

@@ -383,7 +383,7 @@ bool cdag_svc::runs_on_rings(const Comm *c, const cdag::Plan &plan)
         const RingPeer *rp = c->rings[static_cast<size_t>(o.peer)];
         /* above the ring limit: a single-copy descriptor through the ring
          * (coll_cdag_cma.cc), unless that peer refused one */
-        if (!rp || (o.a.len > G.ring_limit && !(G.cfg.cma && rp->np.cma && !rp->cma_refused))) return false;
+        if (!rp || (o.a.len > G.ring_limit && !single_copy_to(*rp, o.a.len))) return false;
     }
     return true;
 }

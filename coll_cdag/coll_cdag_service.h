@@ -272,6 +272,13 @@ struct RingPeer {
     bool listed = false;              // in G.backlogged (a completion during the drain may queue more)
     bool cma_refused = false;         // it could not read our memory once: large messages to it by UCX
 };
+/* Does a message of len bytes to rp go as a single-copy descriptor?  Our
+ * own rule (single_copy_size), to a peer that may read us and never
+ * refused one; the executor, the direct path and runs_on_rings ask alike. */
+inline bool single_copy_to(const RingPeer &rp, uint64_t len)
+{
+    return G.cfg.cma && rp.np.cma && !rp.cma_refused && single_copy_size(len);
+}
 /* ring entry ids */
 inline constexpr uint16_t kRingMsg = 1;  // a schedule message: AmHdr, payload
 inline constexpr uint16_t kRingCma = 2;  // a schedule message by single copy: AmHdr, CmaDesc

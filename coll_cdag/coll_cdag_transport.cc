@@ -116,9 +116,8 @@ int send_now(Comm *c, cdag::Executor &ex, cdag::VertexId v, int peer, const cdag
 {
     if (RingPeer *rp = c->rings[peer]) {
         AmHdr h{c->cid, c->rank, id.sched, id.seq, id.tag, 0};
-        const bool cma = G.cfg.cma && rp->np.cma && !rp->cma_refused;
-        if (len <= G.ring_limit && !(cma && single_copy_size(len))) return ring_send(c, ex, v, rp, h, buf, len, tokens);
-        if (cma) return cma_send(c, ex, v, peer, rp, h, buf, len, tokens);
+        if (single_copy_to(*rp, len)) return cma_send(c, ex, v, peer, rp, h, buf, len, tokens);
+        if (len <= G.ring_limit) return ring_send(c, ex, v, rp, h, buf, len, tokens);
     }
     return send_now_ucx(c, ex, v, peer, id, buf, len, tokens);
 }
