@@ -231,7 +231,9 @@ static int cdag_register(void)
         "schedule messages from this many bytes to a peer on this node go by single copy although they fit "
         "its ring (coll_cdag_ring_limit): a ring message costs two copies that each cross between cores, a "
         "single copy one kernel copy and an answer; -1 = chosen at start-up from the measured cost of a 4 KiB "
-        "CMA copy (8192 when it costs at most 1 us, else 0); 0 = only above coll_cdag_ring_limit", OPAL_INFO_LVL_5, &cma_min);
+        "CMA copy (8192 when it costs at most 1 us, else 0), and 0 with mpi_yield_when_idle (more ranks than "
+        "cores: a single-copy sender waits until its receiver gets a core, a ring sender does not); "
+        "0 = only above coll_cdag_ring_limit", OPAL_INFO_LVL_5, &cma_min);
     /* 16 KiB: the executor's per-call cost showed at 2-8 KiB (issue 14,
      * np 2 over pml/rdrp: bcast, gather, scatter, reduce 1.2-1.5x tuned
      * with 1 KiB, 0.9-1.1x with 8-16 KiB).  A message the rings cannot
@@ -371,6 +373,10 @@ static void register_pvars(void)
     reg_pvar("wait_ucx_passes", "Turns of blocking collectives' waits that also progressed the UCX worker: "
              "every turn of a run with messages over UCX, every 16th of a run whose messages all go "
              "through rings", &cdag_glue_stats.wait_ucx_passes);
+    reg_pvar("wait_other_passes", "Passes of the rest of Open MPI (opal_progress: the PML, other components) made "
+             "by blocking collectives while they wait or push into a full ring: every 64th turn, or with "
+             "mpi_yield_when_idle (oversubscribed: opal_progress then yields the core when it finds nothing) "
+             "every turn that brought nothing", &cdag_glue_stats.wait_other_passes);
     reg_pvar("direct_runs", "Blocking collective runs of the direct path (coll_cdag_direct_limit: tiny "
              "ring-only calls, no operation object or executor); counted in runs too", &cdag_glue_stats.direct_runs);
     reg_pvar("cma_sent", "Schedule messages above coll_cdag_ring_limit sent to a peer on this node by single "
@@ -442,6 +448,18 @@ static void bad_value(const rdrp_param_error_t *err)
     if (ompi_mpi_state >= OMPI_MPI_STATE_INIT_STARTED) ompi_rte_abort(1, NULL);
 }
 
+/* mpi_yield_when_idle, which mpirun sets when it puts more ranks on a node
+ * than it has cores (a user sets it for the same reason).  MPI_Init hands
+ * it to opal_progress only after the collectives are set up, so the
+ * variable itself is read here. */
+static int yield_when_idle(void)
+{
+    const bool *v = NULL;
+    int idx = mca_base_var_find("ompi", "mpi", NULL, "yield_when_idle");
+    if (idx < 0 || mca_base_var_get_value(idx, &v, NULL, NULL) != OPAL_SUCCESS || v == NULL) return 0;
+    return *v ? 1 : 0;
+}
+
 static int cdag_open(void)
 {
     mca_coll_cdag_params_t *p = &mca_coll_cdag_params;
@@ -491,6 +509,7 @@ static int cdag_open(void)
     cfg.ring_limit = (uint64_t)ring_limit;
     cfg.cma = cma_on;
     cfg.cma_min = cma_min;
+    cfg.oversubscribed = yield_when_idle();
     cfg.direct_limit = (uint64_t)direct_limit;
     cfg.jobid = OMPI_PROC_MY_NAME->jobid;
     cfg.ring_fatal = ring_fatal;

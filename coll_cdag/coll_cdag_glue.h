@@ -56,7 +56,8 @@ typedef struct cdag_glue_config {
     uint64_t ring_limit;      /* largest payload through a ring (shrinks with many local ranks) */
     int      cma;             /* 1: larger messages to a ring peer by single copy (process_vm_readv), if permitted */
     int      cma_min;         /* ... and from this size even within ring_limit (-1: measured at start-up,
-                               * common/shm/shm_cma_cost.h; 0: only above ring_limit) */
+                               * common/shm/shm_cma_cost.h, or 0 when oversubscribed; 0: only above ring_limit) */
+    int      oversubscribed;  /* more ranks than cores here (mpi_yield_when_idle): ranks take turns on a core */
     uint32_t jobid;           /* a ring only to peers of this job */
     uint64_t direct_limit;    /* blocking calls whose messages all go by rings and are at most this
                                * big skip op and executor (coll_cdag_direct.cc); 0: never */
@@ -95,6 +96,7 @@ typedef struct cdag_glue_stats {
     uint64_t rndv_held;        /* rendezvous arrivals held unpulled until their receive was posted (no early buffer free; single-copy descriptors) */
     uint64_t wait_turns;       /* progress turns of blocking calls' waits (cdag_glue_op_wait_turn) */
     uint64_t wait_ucx_passes;  /* of those, turns that passed the UCX worker too (ring-only runs: every 16th) */
+    uint64_t wait_other_passes; /* passes of the rest of Open MPI (opal_progress) from blocking waits and full-ring pushes */
     uint64_t direct_runs;      /* blocking runs of the direct path (no op, no executor; counted in runs too) */
     uint64_t cma_sent;         /* messages above the ring limit sent to a peer on this node by single copy (process_vm_readv) */
     uint64_t cma_resent;       /* of those, sent again by UCX: the receiver could not read our memory */

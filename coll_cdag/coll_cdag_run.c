@@ -670,6 +670,7 @@ static int run_blocking(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
         while (done == 0) {
             if (++spins == every) {
                 spins = 0;
+                ++cdag_glue_stats.wait_other_passes;
                 opal_progress();
             }
             done = cdag_glue_op_wait_turn(r->op, turn++);
@@ -688,7 +689,11 @@ static int run_blocking(mca_coll_cdag_request_t *r, ompi_communicator_t *comm)
     return end_blocking(r, comm, rc, 0, 0);
 }
 
-static void other_progress(void) { opal_progress(); }
+static void other_progress(void)
+{
+    ++cdag_glue_stats.wait_other_passes;
+    opal_progress();
+}
 
 /* A blocking call on the direct path (coll_cdag_direct.cc: a tiny
  * ring-only plan walked in place, no op, no executor): staged like any

@@ -22,6 +22,10 @@
  *  - 8 KiB broadcasts from every root, three times: where tiny calls take
  *    the direct path, the later ones do too, by single copy from a root
  *    that chose it (coll_cdag_direct_runs, coll_cdag_cma_sent);
+ *  - MPITEST_EXPECT_CMA_MIN=N: coll_cdag_cma_min resolved to N (with
+ *    mpi_yield_when_idle, which mpirun sets when oversubscribed, -1
+ *    resolves to 0: rings up to their limit, whose sender need not wait
+ *    for its receiver to get a core).
  * Skipped (passes) when coll/cdag is not the component in use.
  */
 #include "mpitest.h"
@@ -119,6 +123,14 @@ int main(int argc, char **argv)
     }
     const char *e = getenv("MPITEST_EXPECT_CMA");
     int expect = e ? atoi(e) : -1;  /* -1: data only */
+    const char *em = getenv("MPITEST_EXPECT_CMA_MIN");
+    if (em) {
+        mt_section("coll_cdag_cma_min as resolved at start-up");
+        long long cmin = -2;
+        int found = cvar_int("coll_cdag_cma_min", &cmin);
+        CHECK(found && cmin == atoll(em), "coll_cdag_cma_min resolved to %lld, expected %s%s", cmin, em,
+              found ? "" : " (the variable is not there)");
+    }
 
     MPI_Comm node;
     CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
