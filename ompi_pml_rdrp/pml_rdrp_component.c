@@ -263,7 +263,7 @@ static int rdrp_register(void)
              "for those peers too",
              &am_eager_limit);
     p->progress_iterations = 100;
-    reg_int("progress_iterations", "Rounds of pml/rdrp's own progress (in blocking calls and unsuccessful iprobes) between two calls of the full opal_progress",
+    reg_int("progress_iterations", "Rounds of pml/rdrp's own progress (in blocking calls and unsuccessful iprobes) between two calls of the full opal_progress (every round with mpi_yield_when_idle, which mpirun sets when oversubscribed: opal_progress then yields the core)",
             &p->progress_iterations, OPAL_INFO_LVL_6);
     p->credit = 1;
     reg_int("credit", "Gate eager data with end-to-end credits so unexpected eager memory is bounded by "
@@ -435,6 +435,12 @@ static void register_pvars(void)
     reg_pvar("shm_passes", "Poll passes that took messages from the shared-memory rings (a pass ends after the "
              "message whose completion ends the caller's wait)", MCA_BASE_PVAR_CLASS_COUNTER, &k->shm_passes);
     reg_pvar("ucx_sent", "Messages sent as UCX active messages", MCA_BASE_PVAR_CLASS_COUNTER, &k->ucx_sent);
+    reg_pvar("wait_rounds", "Rounds of blocking waits (each polls pml/rdrp's own rings and worker)",
+             MCA_BASE_PVAR_CLASS_COUNTER, &k->wait_rounds);
+    reg_pvar("wait_full_passes", "Rounds of blocking waits that passed the whole of Open MPI (opal_progress): "
+             "every pml_rdrp_progress_iterations-th, every one with mpi_yield_when_idle (oversubscribed: "
+             "opal_progress then yields the core when it finds nothing)", MCA_BASE_PVAR_CLASS_COUNTER,
+             &k->wait_full_passes);
     reg_pvar("throttled", "Sends that waited for admission (pml_rdrp_throttle)", MCA_BASE_PVAR_CLASS_COUNTER,
              &k->throttled);
     reg_pvar("throttle_cache_hits", "Sends admitted from the process's token cache (pml_rdrp_throttle node)",

@@ -159,7 +159,8 @@ static int progress(void) { return progress_worker(); }
 
 /* Blocking MPI calls: spin on our own worker and give the rest of Open MPI
  * its turn every progress_iterations rounds (a full opal_progress per round
- * costs more than the message on shared memory).  With threads, the
+ * costs more than the message on shared memory; oversubscribed, every
+ * round: rounds_per_full_progress).  With threads, the
  * request's wait-sync machinery must be used. */
 void wait_request(ompi_request_t *req)
 {
@@ -189,9 +190,12 @@ void wait_request(ompi_request_t *req)
         return;
     }
     int spins = 0;
+    const int every = rounds_per_full_progress();
     while (!REQUEST_COMPLETE(req)) {
-        if (++spins >= mca_pml_rdrp_params.progress_iterations) {
+        ++stats.wait_rounds;
+        if (++spins >= every) {
             spins = 0;
+            ++stats.wait_full_passes;
             opal_progress();
         } else {
             progress_worker();

@@ -306,11 +306,12 @@ static Unexpected *mprobe_once(int src, int tag, ompi_communicator_t *comm, bool
 }
 
 /* An unsuccessful (m)probe already progressed our worker; let the rest of
- * Open MPI progress too, every progress_iterations misses. */
+ * Open MPI progress too, every progress_iterations misses (oversubscribed:
+ * every miss, rounds_per_full_progress). */
 static void miss_progress()
 {
     static thread_local int misses;
-    if (++misses >= mca_pml_rdrp_params.progress_iterations) {
+    if (++misses >= rounds_per_full_progress()) {
         misses = 0;
         opal_progress();
     }
