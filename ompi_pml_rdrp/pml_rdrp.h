@@ -96,6 +96,7 @@ typedef struct mca_pml_rdrp_counters {
     uint64_t throttled;            /* sends that waited for admission (pml_rdrp_throttle) */
     uint64_t throttle_cache_hits;  /* sends admitted from the rank's token cache */
     uint64_t unexpected_inline;    /* unexpected payloads kept in their descriptor (pml_rdrp_request.h) */
+    uint64_t ucx_send_copies;      /* request-free sends to UCX peers UCX could not take at once (queue full, above short): from a heap copy */
     uint64_t wait_rounds;          /* rounds of blocking waits (pml_rdrp_module.cc wait_request) */
     uint64_t wait_full_passes;     /* ... of which passed the whole of Open MPI (opal_progress) */
 } mca_pml_rdrp_counters_t;

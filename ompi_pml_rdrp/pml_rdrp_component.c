@@ -435,6 +435,10 @@ static void register_pvars(void)
     reg_pvar("shm_passes", "Poll passes that took messages from the shared-memory rings (a pass ends after the "
              "message whose completion ends the caller's wait)", MCA_BASE_PVAR_CLASS_COUNTER, &k->shm_passes);
     reg_pvar("ucx_sent", "Messages sent as UCX active messages", MCA_BASE_PVAR_CLASS_COUNTER, &k->ucx_sent);
+    reg_pvar("ucx_send_copies", "Request-free sends of small messages to peers reached through UCX that UCX could "
+             "not send at once (its queue full, or the message above the transport's short-message size): they "
+             "left from a heap copy, freed when sent (at most one per credit in flight)",
+             MCA_BASE_PVAR_CLASS_COUNTER, &k->ucx_send_copies);
     reg_pvar("wait_rounds", "Rounds of blocking waits (each polls pml/rdrp's own rings and worker)",
              MCA_BASE_PVAR_CLASS_COUNTER, &k->wait_rounds);
     reg_pvar("wait_full_passes", "Rounds of blocking waits that passed the whole of Open MPI (opal_progress): "
