@@ -330,9 +330,6 @@ ucs_status_t am_pfin_cb(void *arg, const void *hdr, size_t hlen, void *data, siz
 void rndv_send_fin(Request *r);
 void rndv_recv_finish(Request *r);
 
-/* The send path's size rules (pml_rdrp_send.cc uses them; the protocol
- * table of pml_rdrp_explain.cc asks them too, so it cannot drift). */
-/* eager (one active message) when it has a credit, else rendezvous */
 /* Rounds of our own progress per full opal_progress in blocking waits and
  * unsuccessful probes: progress_iterations, or every round with
  * mpi_yield_when_idle (more ranks than cores: opal_progress then yields
@@ -344,6 +341,9 @@ static inline int rounds_per_full_progress()
     return opal_progress_yield_when_idle ? 1 : mca_pml_rdrp_params.progress_iterations;
 }
 
+/* The send path's size rules (pml_rdrp_send.cc uses them; the protocol
+ * table of pml_rdrp_explain.cc asks them too, so it cannot drift). */
+/* eager (one active message) when it has a credit, else rendezvous */
 static inline size_t eager_limit_of(const Endpoint *ep) { return ep->eager_limit; }
 static inline bool eager_for(const Endpoint *ep, size_t len) { return len <= eager_limit_of(ep); }
 /* The rdrp protocol's data path to ep for a message of len bytes: the

@@ -436,8 +436,9 @@ static inline __attribute__((always_inline)) bool ring_send_now(Endpoint *ep, om
 /* Send an eager message to a peer reached through UCX now, request-free:
  * header and payload packed on this stack and sent with
  * UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, so UCX has copied the message out when
- * it returns; when it cannot (its send queue is full) the packed message
- * leaves from a heap copy freed at its completion.  The send is complete
+ * it returns; when it cannot (its send queue is full, or the message is
+ * above the transport's short size) the packed message leaves from a heap
+ * copy freed at its completion.  The send is complete
  * either way.  Only under credit gating, which bounds those copies (one
  * credit per message in flight to the peer); false, with nothing sent,
  * without it (the caller's send then waits for UCX) or without a credit.
