@@ -206,8 +206,7 @@ static int rdrp_register(void)
     p->rndv_protocol = RDRP_RNDV_AUTO;
     reg_enum("rndv_protocol", rndv_protocol_values,
              "Rendezvous protocol for messages above the eager limit: rdrp (chunked receiver-driven pull "
-             "with a bounded window), get (one GET of the whole message, completion by polling the last "
-             "byte), put (receiver-initiated PUT with a randomised poll byte), auto (get up to "
+             "with a bounded window), get (one GET of the whole message, completed by UCX's GET completion), put (receiver-initiated PUT with a randomised poll byte), auto (get up to "
              "pml_rdrp_get_limit bytes, rdrp above)",
              &p->rndv_protocol, OPAL_INFO_LVL_4);
     reg_size("get_limit",

@@ -225,7 +225,6 @@ ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size
     u->data = static_cast<char *>(data);
     u->path = h.path;
     u->proto = h.proto;
-    u->last_byte = h.last_byte;
     u->raddr = h.raddr;
     u->region_id = h.region_id;
     u->rkey_len = h.rkey_len;

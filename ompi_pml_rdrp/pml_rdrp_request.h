@@ -127,7 +127,8 @@ struct Request {
     std::vector<DeferredChunk> *deferred;
     /* get/put protocols */
     uint8_t  proto;        /* RDRP_PROTO_* of the rendezvous in progress */
-    uint8_t  poll_value;   /* get: byte to wait for; put: preset byte to see change */
+    uint8_t  poll_value;   /* put receive: preset byte to see change */
+    uint8_t  tail_byte;    /* put send: the copy of the last byte that is PUT */
     bool     polling;      /* on g.polling */
     /* token throttling (pml_rdrp_throttle.h) */
     bool     thr_held;     /* holds admission tokens until its injection is locally complete */
@@ -152,7 +153,6 @@ struct Unexpected {
     bool     owns_data;
     uint8_t  path;
     uint8_t  proto;
-    uint8_t  last_byte;
     uint16_t rkey_len;
     uint64_t raddr, region_id;
     int32_t  slot;           /* credit mailbox slot holding the payload, or -1 */
@@ -200,7 +200,7 @@ struct State {
     std::vector<Endpoint *>   endpoints;
     std::vector<CommState *>  comms;  /* by context id (comm_state) */
     std::map<uint32_t, std::vector<Unexpected *>> pending_cid;  /* comm not created here yet */
-    std::vector<Request *>    polling;  /* get/put receives waiting for their last byte */
+    std::vector<Request *>    polling;  /* put receives waiting for their last byte */
     uint64_t           rand_state = 0;  /* put protocol poll values */
     size_t             ctrl_pending = 0;
     size_t             live_requests = 0;

@@ -1,23 +1,27 @@
 /*
  * pml/rdrp: the get and put rendezvous protocols (rendezvous-get-put-polling
- * seed, section 3), both detecting completion by polling the last byte of
- * the receive buffer instead of waiting for a transfer completion.
+ * seed, section 3).
  *
- *  get: the RTS carries the sender's rkey and last byte.  The receiver
- *       presets its last byte to the complement, GETs everything but the
- *       last byte, fences, GETs the last byte, and completes when that byte
- *       equals the sender's; then FIN completes the sender.
+ *  get: the RTS carries the sender's rkey.  The receiver GETs the whole
+ *       message and completes when UCX reports the GET complete; then FIN
+ *       completes the sender.  (It used to preset its last byte and poll for
+ *       the sender's, but it had to count the GET completions anyway -- the
+ *       byte alone can lie when a program receives several messages into one
+ *       buffer -- and the preset hung both ranks when a receive buffer was
+ *       also a pending send's, as in MPICH's pt2pt/sendrecv3: each rank's
+ *       preset overwrote the byte its partner was reading.)
  *  put: the receiver answers the RTS with an RTR (its rkey and a random
  *       byte preset at the end of its buffer).  The sender PUTs everything
  *       but the last byte, fences, PUTs the last byte; the receiver
  *       completes when the byte changes.  Only when the sender's last byte
  *       equals the poll value does it send an explicit FIN (after a
- *       non-blocking flush, driven by progress).
+ *       non-blocking flush, driven by progress).  The last byte is PUT from
+ *       a copy taken once, so the byte the receiver sees is the one compared
+ *       with its poll value, even when the program writes the send buffer
+ *       meanwhile (a receive into it, as in sendrecv3).
  *
  * A fence sits between the body and the last byte because transports may
- * write the tail first.  UCX reports GET completions anyway (there is no
- * costly CQ poll to save), so the get receiver also counts them: the byte
- * alone can lie when a program receives several messages into one buffer.
+ * write the tail first.
  */
 #include "pml_rdrp_request.h"
 
@@ -86,29 +90,12 @@ static void start_polling(Request *r)
 }
 
 /* ------------------------------------------------------------ get: receiver */
-static void get_part_done(void *request, ucs_status_t status, void *user_data)
+static void get_done(void *request, ucs_status_t status, void *user_data)
 {
     Request *r = static_cast<Request *>(user_data);
-    ucp_request_free(request);
+    if (request) ucp_request_free(request);
     if (status != UCS_OK) fatal_peer_status(r->ep, "rendezvous GET", status);
-    --r->inflight;  /* poll_receives() completes the receive */
-}
-
-static void get_part(Request *r, ucs_status_ptr_t sp)
-{
-    if (sp == nullptr) return;
-    if (UCS_PTR_IS_ERR(sp)) {
-        fatal_status("rendezvous GET", UCS_PTR_STATUS(sp));
-        return;
-    }
-    ++r->inflight;
-}
-
-static void get_whole_done(void *request, ucs_status_t status, void *user_data)
-{
-    Request *r = static_cast<Request *>(user_data);
-    ucp_request_free(request);
-    if (status != UCS_OK) fatal_peer_status(r->ep, "rendezvous GET", status);
+    r->received = r->want;
     rndv_send_fin(r);
     rndv_recv_finish(r);
 }
@@ -125,45 +112,23 @@ void get_recv_start(Request *r, Unexpected *u)
     r->rkey = rdrp_ucx_rkey_get(g.uw, ucx_ep(r->ep), r->ep->peer_id, u->region_id, u->rkey, u->rkey_len);
     if (!r->rkey) mca_pml_rdrp_fatal("send-failed", "rkey unpack failed", rdrp_ucx_last_error());
     r->raddr = u->raddr;
-    uint8_t last = u->last_byte;
-    bool truncated = r->want < u->total;
     unex_release(u);
-    ucp_rkey_h rk = rdrp_ucx_rkey_handle(r->rkey);
-    char *dst = dst_of(r);
     ++stats.chunks;
     note_inflight(1, r->want);
-    if (truncated) {
-        /* the byte we would poll is not the sender's last: wait for the GET */
-        ucp_request_param_t p;
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-        p.cb.send = get_whole_done;
-        p.user_data = r;
-        ucs_status_ptr_t sp = ucp_get_nbx(ucx_ep(r->ep), dst, r->want, r->raddr, rk, &p);
-        if (sp == nullptr) {
-            rndv_send_fin(r);
-            rndv_recv_finish(r);
-        } else if (UCS_PTR_IS_ERR(sp)) {
-            fatal_status("rendezvous GET", UCS_PTR_STATUS(sp));
-        }
-        return;
-    }
-    r->poll_value = last;
-    *poll_slot(r) = static_cast<uint8_t>(~last);  /* differs from what will arrive */
-    /* The byte decides completion; the GETs' own completions are counted
-     * too, because a program that (erroneously, as OSU-style benchmarks do)
-     * receives several messages into one buffer can make the byte look
-     * arrived early, and the sender must not be released (FIN) while its
-     * buffer is still being read. */
+    /* UCX reports the GET complete only once the data is here: that, not a
+     * byte of the buffer, completes the receive (the buffer's bytes may
+     * belong to the program's own pending send too) */
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.send = get_part_done;
+    p.cb.send = get_done;
     p.user_data = r;
-    if (r->want > 1) {
-        get_part(r, ucp_get_nbx(ucx_ep(r->ep), dst, r->want - 1, r->raddr, rk, &p));
-        ucp_worker_fence(g.worker);
+    ucs_status_ptr_t sp = ucp_get_nbx(ucx_ep(r->ep), dst_of(r), r->want, r->raddr,
+                                      rdrp_ucx_rkey_handle(r->rkey), &p);
+    if (sp == nullptr) {
+        get_done(nullptr, UCS_OK, r);
+    } else if (UCS_PTR_IS_ERR(sp)) {
+        fatal_status("rendezvous GET", UCS_PTR_STATUS(sp));
     }
-    get_part(r, ucp_get_nbx(ucx_ep(r->ep), dst + r->want - 1, 1, r->raddr + r->want - 1, rk, &p));
-    start_polling(r);
 }
 
 /* ------------------------------------------------------------ put: receiver */
@@ -215,16 +180,13 @@ static void stop_polling(Request *r)
     r->polling = false;
 }
 
-/* Called from progress while some get/put receive waits for its last byte. */
+/* Called from progress while some put receive waits for its last byte. */
 int poll_receives()
 {
     int done = 0;
     for (size_t i = 0; i < g.polling.size();) {
         Request *r = g.polling[i];
-        uint8_t v = *poll_slot(r);
-        bool complete = r->proto == RDRP_PROTO_GET ? (v == r->poll_value && r->inflight == 0)
-                                                   : v != r->poll_value;
-        if (!complete) {
+        if (*poll_slot(r) == r->poll_value) {
             ++i;
             continue;
         }
@@ -232,7 +194,6 @@ int poll_receives()
         g.polling.pop_back();
         r->polling = false;
         r->received = r->want;
-        if (r->proto == RDRP_PROTO_GET) rndv_send_fin(r);
         rndv_recv_finish(r);
         ++done;
     }
@@ -282,13 +243,13 @@ static void put_flushed(void *request, ucs_status_t status, void *user_data)
     send_check_complete(r);
 }
 
-static void put_op(Request *r, size_t off, size_t len, ucp_rkey_h rk)
+static void put_op(Request *r, const void *src, size_t off, size_t len, ucp_rkey_h rk)
 {
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = send_ucx_cb;
     p.user_data = r;
-    ucs_status_ptr_t sp = ucp_put_nbx(ucx_ep(r->ep), r->data + off, len, r->raddr + off, rk, &p);
+    ucs_status_ptr_t sp = ucp_put_nbx(ucx_ep(r->ep), src, len, r->raddr + off, rk, &p);
     if (sp == nullptr) return;
     if (UCS_PTR_IS_ERR(sp)) {
         fatal_status("rendezvous PUT", UCS_PTR_STATUS(sp));
@@ -330,11 +291,16 @@ ucs_status_t am_rtr_cb(void *arg, const void *hdr, size_t hlen, void *data, size
     if (!r->rkey) mca_pml_rdrp_fatal("send-failed", "rkey unpack failed", rdrp_ucx_last_error());
     ucp_rkey_h rk = rdrp_ucx_rkey_handle(r->rkey);
     if (r->want > 1) {
-        put_op(r, 0, r->want - 1, rk);
+        put_op(r, r->data, 0, r->want - 1, rk);
         ucp_worker_fence(g.worker);
     }
-    put_op(r, r->want - 1, 1, rk);
-    if (static_cast<uint8_t>(r->data[r->want - 1]) != h.poll) {
+    /* the byte sent is the byte compared: UCX may read its source later,
+     * and the program may write the buffer meanwhile (erroneously: a receive
+     * into a pending send's buffer); a byte that reached the receiver equal
+     * to its poll value without a FIN would hang it */
+    r->tail_byte = static_cast<uint8_t>(r->data[r->want - 1]);
+    put_op(r, &r->tail_byte, r->want - 1, 1, rk);
+    if (r->tail_byte != h.poll) {
         r->rndv_done = true;  /* the receiver sees its poll byte change */
         send_check_complete(r);
         return UCS_OK;

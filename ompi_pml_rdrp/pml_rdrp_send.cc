@@ -144,8 +144,7 @@ int send_rts(Request *r, uint32_t seq)
     size_t hlen = sizeof(*h);
     switch (r->proto) {
     case RDRP_PROTO_GET:
-        /* one GET of everything; the receiver polls for our last byte */
-        h->last_byte = static_cast<uint8_t>(r->data[r->packed - 1]);
+        /* one GET of everything; its completion completes the receive */
         hlen = rts_add_rkey(r, h);
         ++stats.rndv_get;
         break;

@@ -63,7 +63,7 @@ typedef struct rdrp_rts_hdr {
     rdrp_match_hdr_t m;
     uint16_t flags;
     uint8_t  proto;      /* RDRP_PROTO_* */
-    uint8_t  last_byte;  /* get protocol: the sender's last message byte */
+    uint8_t  last_byte;  /* unused (was the get protocol's poll byte); kept for the layout */
     uint8_t  path;       /* rdrp protocol: RDRP_PATH_RMA or RDRP_PATH_AM */
     uint8_t  pad;
     uint16_t rkey_len;   /* rma path: packed rkey bytes following this header */

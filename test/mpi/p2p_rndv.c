@@ -8,7 +8,12 @@
  *    guarantee: the high-water marks of chunks and bytes in flight never
  *    exceed pml_rdrp_max_outstanding and max_outstanding x chunk_size;
  *    rendezvous traffic was counted; under the put protocol with a fixed
- *    poll value equal to the last byte, every message needed its FIN.
+ *    poll value equal to the last byte, every message needed its FIN;
+ *  - head to head into the pending sends' own buffers (MPICH's
+ *    pt2pt/sendrecv3: both ranks MPI_Isend rendezvous-size messages, then
+ *    MPI_Recv the partner's into the same buffers): erroneous (a receive
+ *    writes a send buffer still in use), so the data is not checked, but
+ *    every call must return; ob1 does.
  * With other PMLs the MPI_T part finds no rdrp variables and only the data
  * checks run.
  */
@@ -139,6 +144,45 @@ static void put_fins(long long poll, int *count_out)
     *count_out = rank < peer ? count : 0;
 }
 
+/* Both ranks of a pair send NH2H messages, then receive the partner's into
+ * the buffers still being sent.  Under the get and put protocols the last
+ * byte of a receive buffer is the completion flag, and here it is also the
+ * last byte of a pending send: the receiver's preset must not keep either
+ * side from completing (it hung under get and, by a race, under put). */
+#define NH2H 10
+static void head_to_head_aliased(void)
+{
+    static const int sz[] = {40000, 400000};
+    int peer = rank ^ 1, i, k;
+    if (peer >= size) {
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        return;
+    }
+    mt_section("head to head, receives into the pending sends' buffers");
+    for (k = 0; k < 2; k++) {
+        MPI_Request rq[NH2H];
+        char *buf[NH2H];
+        for (i = 0; i < NH2H; i++) {
+            buf[i] = mt_malloc(sz[k]);
+            memset(buf[i], i, sz[k]);  /* alike on both ranks, as in sendrecv3 */
+        }
+        CHECK_MPI(MPI_Sendrecv(NULL, 0, MPI_BYTE, peer, 10, NULL, 0, MPI_BYTE, peer, 10, MPI_COMM_WORLD,
+                               MPI_STATUS_IGNORE));
+        for (i = 0; i < NH2H; i++)
+            CHECK_MPI(MPI_Isend(buf[i], sz[k], MPI_BYTE, peer, 20 + k, MPI_COMM_WORLD, &rq[i]));
+        for (i = 0; i < NH2H; i++) {
+            MPI_Status st;
+            int n = -1;
+            CHECK_MPI(MPI_Recv(buf[i], sz[k], MPI_BYTE, peer, 20 + k, MPI_COMM_WORLD, &st));
+            MPI_Get_count(&st, MPI_BYTE, &n);
+            CHECK_EQ(n, sz[k], "received count");
+        }
+        CHECK_MPI(MPI_Waitall(NH2H, rq, MPI_STATUSES_IGNORE));
+        for (i = 0; i < NH2H; i++) free(buf[i]);
+    }
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -174,6 +218,7 @@ int main(int argc, char **argv)
     same_envelope(1);
     same_envelope(0);
     noncontig();
+    head_to_head_aliased();
     if (have_rdrp && proto == 3 && poll >= 0) {
         unsigned long before = pvar_read(&fins), after;
         put_fins(poll, &nfin);
