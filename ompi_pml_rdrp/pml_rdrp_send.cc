@@ -378,6 +378,22 @@ static void free_copy_cb(void *request, ucs_status_t status, void *user_data)
     if (request) ucp_request_free(request);
 }
 
+/* Send active message id (hdr, then len bytes of data) from one heap copy
+ * of both, freed when it has left: the caller's buffers are free at once.
+ * For the request-free sends that could not leave in place. */
+static void am_send_copy(Endpoint *ep, unsigned id, const void *hdr, size_t hlen, const char *data, size_t len)
+{
+    char *copy = static_cast<char *>(malloc(hlen + len));
+    if (!copy) {
+        mca_pml_rdrp_fatal("send-failed", "out of memory", "");
+        return;
+    }
+    if (hlen) std::memcpy(copy, hdr, hlen);
+    if (len) std::memcpy(copy + hlen, data, len);
+    if (am_send(ep, id, copy, hlen, copy + hlen, len, UCP_AM_SEND_FLAG_EAGER, free_copy_cb, copy) == TX_DONE)
+        free(copy);
+}
+
 /* The request-free eager send found its ring full after all (credit
  * packets that its credit_take sent took the room): header and payload
  * go into one heap copy that waits in the endpoint's backlog, in order,
@@ -387,16 +403,7 @@ static void ring_send_copy(Endpoint *ep, ompi_communicator_t *comm, int tag, uin
 {
     rdrp_eager_hdr_t h;
     fill_eager_hdr(&h, comm, tag, seq, gated, piggy);
-    char *copy = static_cast<char *>(malloc(sizeof(h) + len));
-    if (!copy) {
-        mca_pml_rdrp_fatal("send-failed", "out of memory", "");
-        return;
-    }
-    std::memcpy(copy, &h, sizeof(h));
-    if (len) std::memcpy(copy + sizeof(h), data, len);
-    if (am_send(ep, RDRP_AM_EAGER, copy, sizeof(h), copy + sizeof(h), len, UCP_AM_SEND_FLAG_EAGER,
-                free_copy_cb, copy) == TX_DONE)
-        free(copy);
+    am_send_copy(ep, RDRP_AM_EAGER, &h, sizeof(h), data, len);
 }
 
 /* Put an eager message into ring peer ep's ring now, built in place in
@@ -466,15 +473,7 @@ static inline bool ucx_send_now(Endpoint *ep, ompi_communicator_t *comm, int dst
         fatal_status("eager send", UCS_PTR_STATUS(sp));
     } else {
         ++stats.ucx_send_copies;
-        char *copy = static_cast<char *>(malloc(plen));
-        if (!copy) {
-            mca_pml_rdrp_fatal("send-failed", "out of memory", "");
-            return true;
-        }
-        std::memcpy(copy, packed, plen);
-        if (am_send(ep, RDRP_AM_EAGER_PACKED, nullptr, 0, copy, plen, UCP_AM_SEND_FLAG_EAGER, free_copy_cb,
-                    copy) == TX_DONE)
-            free(copy);
+        am_send_copy(ep, RDRP_AM_EAGER_PACKED, nullptr, 0, packed, plen);
     }
     credit_settle_if_due();  /* the message is on its way */
     return true;

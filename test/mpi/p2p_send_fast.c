@@ -18,9 +18,11 @@
  * mode: a ready send before its receive is posted would be erroneous).  Checked
  * on rank 0 under pml/rdrp with credit gating (MPITEST_EXPECT_FAST=1):
  * two back-to-back 8 B MPI_Isends return the same completed request, and
- * a synchronous send is not complete before its receive is posted.
+ * a synchronous send is not complete before its receive is posted; to a
+ * UCX peer (MPITEST_EXPECT_SHM=0) some of the burst left from heap copies.
  */
 #include "mpitest.h"
+#include "mpitest_mpit.h"
 
 enum { NBURST = 24, MAXLEN = 600, TAG = 11 };
 
@@ -28,10 +30,20 @@ static int burst_len(int i) { return i == 0 ? 0 : (i * 29) % (MAXLEN + 1); }
 
 int main(int argc, char **argv)
 {
+    int provided;
+    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     mt_init(&argc, &argv, "p2p_send_fast");
     const int rank = mt_rank;
     const char *e = getenv("MPITEST_EXPECT_FAST");
     const int expect_fast = e && atoi(e) > 0 && mt_pml_is("rdrp");
+    /* to a UCX peer (pml_rdrp_shm 0: MPITEST_EXPECT_SHM=0) the burst's
+     * messages above UCX's short size (about 90 B over its shared memory)
+     * must leave from heap copies: that path, in order, is checked too */
+    const char *es = getenv("MPITEST_EXPECT_SHM");
+    const int expect_copies = expect_fast && es && atoi(es) == 0;
+    pvar_t copies;
+    pvar_open(&copies, "pml_rdrp_ucx_send_copies");
+    unsigned long copies0 = pvar_read(&copies);
     unsigned char *buf = mt_malloc((size_t)NBURST * MAXLEN * 2);
     MPI_Datatype strided;
     CHECK_MPI(MPI_Type_vector(8, 1, 2, MPI_BYTE, &strided));
@@ -66,6 +78,9 @@ int main(int argc, char **argv)
         int flag = 1;
         CHECK_MPI(MPI_Test(&s[1], &flag, MPI_STATUS_IGNORE));
         if (expect_fast) CHECK(!flag, "MPI_Issend complete while rank 1 had not posted its receive");
+        if (expect_copies)
+            CHECK(copies.ok && pvar_read(&copies) > copies0, "no send to the UCX peer left from a heap copy "
+                  "(pml_rdrp_ucx_send_copies did not move)");
         CHECK_MPI(MPI_Waitall(NBURST + 2, rq, MPI_STATUSES_IGNORE));
         CHECK_MPI(MPI_Waitall(2, s, MPI_STATUSES_IGNORE));
     } else if (rank == 1) {
@@ -93,5 +108,7 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     CHECK_MPI(MPI_Type_free(&strided));
     free(buf);
+    pvar_close(&copies);
+    MPI_T_finalize();
     return mt_finalize();
 }
