@@ -48,6 +48,15 @@ OPAL_MODULE_DECLSPEC extern mca_btl_base_component_3_0_0_t mca_btl_credit_compon
 /* The module.  Its limits are the registered btl_credit_* variables. */
 extern mca_btl_base_module_t mca_btl_credit_module;
 
+/* The atomics btl/credit does through UCX (btl_credit_atomic.cc): the
+ * operations UCP has, 32 and 64 bits, coherent with the CPU's atomics
+ * (global; rdrp_ucx_context_amo_cpu).  No MIN/MAX/logical or float
+ * operations: osc/rdma does those by get-op-put. */
+#define MCA_BTL_CREDIT_ATOMIC_FLAGS                                                     \
+    (MCA_BTL_ATOMIC_SUPPORTS_ADD | MCA_BTL_ATOMIC_SUPPORTS_AND | MCA_BTL_ATOMIC_SUPPORTS_OR | \
+     MCA_BTL_ATOMIC_SUPPORTS_XOR | MCA_BTL_ATOMIC_SUPPORTS_SWAP | MCA_BTL_ATOMIC_SUPPORTS_CSWAP | \
+     MCA_BTL_ATOMIC_SUPPORTS_32BIT | MCA_BTL_ATOMIC_SUPPORTS_GLOB)
+
 /* Counters exported as MPI_T performance variables. */
 enum {
     MCA_BTL_CREDIT_STAT_DATA_SENT = 0,      /* data packets sent */
@@ -68,6 +77,7 @@ enum {
     MCA_BTL_CREDIT_STAT_GETS,               /* btl_get operations */
     MCA_BTL_CREDIT_STAT_PUTS,               /* btl_put operations */
     MCA_BTL_CREDIT_STAT_EAGER_PUTS,         /* of them, sent by UCX eager (put_eager_rate) */
+    MCA_BTL_CREDIT_STAT_ATOMICS,            /* btl_atomic_op/fop/cswap operations (osc/rdma) */
     MCA_BTL_CREDIT_NSTATS
 };
 
@@ -128,6 +138,23 @@ int mca_btl_credit_get(mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_
                        struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
                        int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc,
                        void *cbcontext, void *cbdata);
+int mca_btl_credit_aop(mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep,
+                       uint64_t remote_address,
+                       struct mca_btl_base_registration_handle_t *remote_handle,
+                       mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
+                       mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+int mca_btl_credit_afop(mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep,
+                        void *local_address, uint64_t remote_address,
+                        struct mca_btl_base_registration_handle_t *local_handle,
+                        struct mca_btl_base_registration_handle_t *remote_handle,
+                        mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
+                        mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+int mca_btl_credit_acswap(mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep,
+                          void *local_address, uint64_t remote_address,
+                          struct mca_btl_base_registration_handle_t *local_handle,
+                          struct mca_btl_base_registration_handle_t *remote_handle,
+                          uint64_t compare, uint64_t value, int flags, int order,
+                          mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
 struct mca_btl_base_registration_handle_t *
     mca_btl_credit_register_mem(mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep,
                                 void *base, size_t size, uint32_t flags);

@@ -62,6 +62,9 @@ mca_btl_base_module_t mca_btl_credit_module = {
     .btl_sendi = mca_btl_credit_sendi,
     .btl_put = mca_btl_credit_put,
     .btl_get = mca_btl_credit_get,
+    .btl_atomic_op = mca_btl_credit_aop,
+    .btl_atomic_fop = mca_btl_credit_afop,
+    .btl_atomic_cswap = mca_btl_credit_acswap,
     .btl_dump = mca_btl_credit_dump,
     .btl_register_mem = mca_btl_credit_register_mem,
     .btl_deregister_mem = mca_btl_credit_deregister_mem,
@@ -94,13 +97,18 @@ static rdrp_param_rule_t param_rules[] = {
     B_INT(reg_cache, 0, 1),
     {"btl_credit_finalize_timeout", RDRP_PARAM_DOUBLE, &mca_btl_credit_params.finalize_timeout, 0, 86400, 0, 0,
      NULL},
-    /* bits: send is required; put and get are implemented; nothing else */
+    /* bits: send is required; put, get and the atomics are implemented */
     {"btl_credit_flags", RDRP_PARAM_FLAGS, &mca_btl_credit_module.btl_flags, 0, 0, MCA_BTL_FLAGS_SEND,
-     MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET, "1=send|2=put|4=get"},
+     MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET | MCA_BTL_FLAGS_ATOMIC_OPS |
+         MCA_BTL_FLAGS_ATOMIC_FOPS,
+     "1=send|2=put|4=get|0x8000=atomics|0x10000=fetching-atomics"},
     B_MOD(eager_limit, RDRP_PARAM_SIZE, 1, 8192 - MCA_BTL_CREDIT_HDR_SIZE),
     B_MOD(rndv_eager_limit, RDRP_PARAM_SIZE, 1, 8192 - MCA_BTL_CREDIT_HDR_SIZE),
     B_MOD(max_send_size, RDRP_PARAM_SIZE, 1, 8192 - MCA_BTL_CREDIT_HDR_SIZE),
-    {"btl_credit_atomic_flags", RDRP_PARAM_FLAGS, &mca_btl_credit_module.btl_atomic_flags, 0, 0, 0, 0, ""},
+    {"btl_credit_atomic_flags", RDRP_PARAM_FLAGS, &mca_btl_credit_module.btl_atomic_flags, 0, 0, 0,
+     MCA_BTL_CREDIT_ATOMIC_FLAGS,
+     "0x1=add|0x200=and|0x400=or|0x800=xor|0x10000=swap|0x1000000=32-bit|0x10000000=compare-and-swap|"
+     "0x20000000=global"},
     B_MOD(rdma_pipeline_send_length, RDRP_PARAM_SIZE, 0, 1ULL << 30),
     B_MOD(rdma_pipeline_frag_size, RDRP_PARAM_SIZE, 1, 1ULL << 30),
     B_MOD(min_rdma_pipeline_size, RDRP_PARAM_SIZE, 0, 0x7fffffffULL),
@@ -270,10 +278,15 @@ static int credit_register(void)
     m->btl_bandwidth = 10000;    /* Mbps; only the relative weight matters */
     /* RGET over ucp_get_nbx: measured faster than the send pipeline from
      * 32 KiB up on this UCX (emulated RMA served by the sender's progress,
-     * which ob1's sender provides while it waits for FIN); PUT measured
-     * slower than GET and is left off (ob1 then never uses RPUT). */
-    m->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_GET;
-    m->btl_atomic_flags = 0;
+     * which ob1's sender provides while it waits for FIN).  PUT and the
+     * atomics are offered for osc/rdma, which takes a btl only with both
+     * RDMA flags and fetching atomics (MPI windows under ob1 + btl/credit:
+     * Debian's Open MPI excludes osc pt2pt, so without them no window can
+     * be created).  ob1 still pulls by RGET whenever GET is offered; PUT
+     * only serves its rendezvous fallback (a sender that cannot RGET). */
+    m->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_GET | MCA_BTL_FLAGS_PUT |
+                   MCA_BTL_FLAGS_ATOMIC_OPS | MCA_BTL_FLAGS_ATOMIC_FOPS;
+    m->btl_atomic_flags = MCA_BTL_CREDIT_ATOMIC_FLAGS;
     m->btl_get_limit = GET_LIMIT_MAX;
     m->btl_put_limit = SIZE_MAX;
     m->btl_get_alignment = 0;
@@ -342,6 +355,8 @@ static void register_pvars(void)
              MCA_BTL_CREDIT_STAT_GETS);
     reg_pvar("eager_puts", "btl_put operations sent by UCX eager because the peer's puts were delivered "
              "below btl_credit_put_eager_rate", MCA_BASE_PVAR_CLASS_COUNTER, MCA_BTL_CREDIT_STAT_EAGER_PUTS);
+    reg_pvar("atomics", "btl_atomic_op/fop/cswap operations (osc/rdma's locks and accumulates) issued",
+             MCA_BASE_PVAR_CLASS_COUNTER, MCA_BTL_CREDIT_STAT_ATOMICS);
     reg_pvar("puts", "btl_put operations (ob1 RPUT) issued", MCA_BASE_PVAR_CLASS_COUNTER,
              MCA_BTL_CREDIT_STAT_PUTS);
 }

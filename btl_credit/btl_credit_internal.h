@@ -76,7 +76,7 @@ struct mca_btl_base_endpoint_t {
 struct mca_btl_base_registration_handle_t {
     uint64_t region_id;          /* the owner's region id (0: local-only handle) */
     uint32_t rkey_len;
-    uint32_t reserved;
+    uint32_t access;             /* the MCA_BTL_REG_FLAG_* it was registered with */
     uint64_t local;              /* owner only: its rdrp_ucx_region_t * */
     uint8_t rkey[1];             /* rkey_len packed rkey bytes (sized at init) */
 };
@@ -102,7 +102,7 @@ struct Ctrl {
     btl_credit_hdr_t hdr;
 };
 
-/* An outstanding put or get. */
+/* An outstanding put, get or atomic. */
 struct RdmaOp {
     mca_btl_base_endpoint_t *ep;
     void *local;
@@ -110,11 +110,13 @@ struct RdmaOp {
     mca_btl_base_rdma_completion_fn_t cb;
     void *ctx;
     void *data;
-    rdrp_ucx_rkey_t *rkey;          /* get only (a put carries no rkey) */
+    rdrp_ucx_rkey_t *rkey;          /* get and atomics (a put carries no rkey) */
     int status;
     btl_credit_put_hdr_t put_hdr;   /* a put's AM header: lives until the send completes */
     size_t put_bytes;               /* a put's size, for its peer's PutRate (0: a get) */
     bool put_eager;                 /* sent by UCX eager (untimed) */
+    uint64_t amo_operand = 0;       /* an atomic's operand (CSWAP: the compare value) */
+    uint64_t amo_reply = 0;         /* the old value of an atomic that returns none */
 };
 
 /* What a mailbox data slot holds. */
@@ -242,6 +244,14 @@ int deliver();             /* lock NOT held: calls up */
 bool rdma_init();          /* sizes registration handles, sets the put handler; lock held */
 int complete_rdma();       /* lock NOT held: calls up */
 void rdma_fini();
+/* For btl_credit_atomic.cc (lock held): a pooled op, the peer's rkey for
+ * a handle (nullptr: unusable handle or unpack failure), the request
+ * parameters that complete into rdma_done, and the bookkeeping of a
+ * started operation (done at once, failed, or in flight). */
+RdmaOp *rdma_op_get();
+rdrp_ucx_rkey_t *rdma_rkey(mca_btl_base_endpoint_t *ep, mca_btl_base_registration_handle_t *h);
+void rdma_op_param(ucp_request_param_t *p, RdmaOp *op);
+int rdma_started(const char *what, mca_btl_base_endpoint_t *ep, ucs_status_ptr_t sp, RdmaOp *op);
 
 }  // namespace btlcredit
 

@@ -154,10 +154,18 @@ extern "C" mca_btl_base_module_t **mca_btl_credit_init_modules(int *num_btls,
 
     rdrp_ucx_context_params_t cp{};
     cp.estimated_num_eps = nprocs;
+    cp.want_amo = (mca_btl_credit_module.btl_flags & (MCA_BTL_FLAGS_ATOMIC_OPS | MCA_BTL_FLAGS_ATOMIC_FOPS)) != 0;
     if (rdrp_ucx_context_acquire(&cp) != 0) {
         mca_btl_credit_show_help("init-failed", "UCX context:", rdrp_ucx_last_error());
         flow_fini();
         return nullptr;
+    }
+    if (cp.want_amo && !rdrp_ucx_context_amo_cpu()) {
+        /* osc/rdma would mix our atomics with its CPU ones (GLOB) */
+        BTL_CREDIT_VERBOSE(1, "UCX's atomics here are not CPU-coherent (UCX_ATOMIC_MODE set to other "
+                              "than cpu, or the context was made without atomics): atomics off");
+        mca_btl_credit_module.btl_flags &= ~(MCA_BTL_FLAGS_ATOMIC_OPS | MCA_BTL_FLAGS_ATOMIC_FOPS);
+        mca_btl_credit_module.btl_atomic_flags = 0;
     }
     finalizing = false;
     g.uw = rdrp_ucx_worker_create(enable_mpi_threads ? 1 : 0, peer_error, nullptr);
@@ -176,7 +184,9 @@ extern "C" mca_btl_base_module_t **mca_btl_credit_init_modules(int *num_btls,
     if (!rdma_init()) {
         BTL_CREDIT_VERBOSE(1, "cannot register memory with UCX (%s): put/get disabled",
                            rdrp_ucx_last_error());
-        mca_btl_credit_module.btl_flags &= ~(MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET);
+        mca_btl_credit_module.btl_flags &= ~(MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET | MCA_BTL_FLAGS_ATOMIC_OPS |
+                                             MCA_BTL_FLAGS_ATOMIC_FOPS);
+        mca_btl_credit_module.btl_atomic_flags = 0;
         mca_btl_credit_module.btl_registration_handle_size = sizeof(mca_btl_base_registration_handle_t);
     }
     void *addr = nullptr;

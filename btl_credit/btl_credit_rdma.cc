@@ -1,5 +1,6 @@
 /*
- * btl/credit: memory registration, put and get for ob1's RGET / RPUT.
+ * btl/credit: memory registration, put and get for ob1's RGET / RPUT and
+ * osc/rdma (atomics: btl_credit_atomic.cc).
  *
  * register_mem maps memory that peers will access through ucx_glue's
  * registration cache and puts the packed rkey inline in the handle (ob1
@@ -45,7 +46,7 @@
 
 namespace btlcredit {
 
-static RdmaOp *op_get()
+RdmaOp *rdma_op_get()
 {
     if (!g.op_pool.empty()) {
         RdmaOp *op = g.op_pool.back();
@@ -156,7 +157,7 @@ int complete_rdma()
         done.swap(g.rdma_done);
     }
     for (RdmaOp *op : done)
-        op->cb(&mca_btl_credit_module, op->ep, op->local, op->local_handle, op->ctx, op->data,
+        if (op->cb) op->cb(&mca_btl_credit_module, op->ep, op->local, op->local_handle, op->ctx, op->data,
                op->status);
     int n = static_cast<int>(done.size());
     Lock lock;
@@ -185,7 +186,7 @@ static int start_failed(const char *what, mca_btl_base_endpoint_t *ep, ucs_statu
 
 /* A started operation: done at once (its callback then runs from
  * progress, never inside put/get), failed, or in flight. */
-static int started(const char *what, mca_btl_base_endpoint_t *ep, ucs_status_ptr_t sp, RdmaOp *op)
+int rdma_started(const char *what, mca_btl_base_endpoint_t *ep, ucs_status_ptr_t sp, RdmaOp *op)
 {
     if (op->put_bytes && !UCS_PTR_IS_ERR(sp)) ep->put_rate.started(now_ns(), op->put_bytes, op->put_eager);
     if (sp == nullptr) {
@@ -197,11 +198,21 @@ static int started(const char *what, mca_btl_base_endpoint_t *ep, ucs_status_ptr
     return OPAL_SUCCESS;
 }
 
-static void op_param(ucp_request_param_t *p, RdmaOp *op)
+void rdma_op_param(ucp_request_param_t *p, RdmaOp *op)
 {
     p->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p->cb.send = rdma_done;
     p->user_data = op;
+}
+
+rdrp_ucx_rkey_t *rdma_rkey(mca_btl_base_endpoint_t *ep, mca_btl_base_registration_handle_t *h)
+{
+    endpoint_connect(ep);
+    rdrp_ucx_rkey_t *k = rdrp_ucx_rkey_get(g.uw, ep->ep, ep->peer_id, h->region_id, h->rkey, h->rkey_len);
+    if (OPAL_UNLIKELY(!k))
+        BTL_CREDIT_VERBOSE(1, "cannot unpack the rkey of %s: %s", OPAL_NAME_PRINT(ep->name),
+                           rdrp_ucx_last_error());
+    return k;
 }
 
 /* Start a get; lock held. */
@@ -213,24 +224,18 @@ static int get_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
     if (OPAL_UNLIKELY(remote_handle == nullptr || remote_handle->region_id == 0 ||
                       remote_handle->rkey_len > g.rkey_cap))
         return OPAL_ERR_BAD_PARAM;
-    endpoint_connect(ep);
-    rdrp_ucx_rkey_t *k = rdrp_ucx_rkey_get(g.uw, ep->ep, ep->peer_id, remote_handle->region_id,
-                                           remote_handle->rkey, remote_handle->rkey_len);
-    if (OPAL_UNLIKELY(!k)) {
-        BTL_CREDIT_VERBOSE(1, "cannot unpack the rkey of %s: %s", OPAL_NAME_PRINT(ep->name),
-                           rdrp_ucx_last_error());
-        return OPAL_ERROR;
-    }
-    RdmaOp *op = op_get();
+    rdrp_ucx_rkey_t *k = rdma_rkey(ep, remote_handle);
+    if (OPAL_UNLIKELY(!k)) return OPAL_ERROR;
+    RdmaOp *op = rdma_op_get();
     if (OPAL_UNLIKELY(!op)) {
         rdrp_ucx_rkey_put(g.uw, k);
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     *op = RdmaOp{ep, local, local_handle, cb, ctx, data, k, OPAL_SUCCESS, {}, 0, false};
     ucp_request_param_t p;
-    op_param(&p, op);
+    rdma_op_param(&p, op);
     ++g.stats[MCA_BTL_CREDIT_STAT_GETS];
-    return started("get", ep, ucp_get_nbx(ep->ep, local, size, remote, rdrp_ucx_rkey_handle(k), &p), op);
+    return rdma_started("get", ep, ucp_get_nbx(ep->ep, local, size, remote, rdrp_ucx_rkey_handle(k), &p), op);
 }
 
 /* Start a put (an active message to the target's registered memory, see
@@ -243,7 +248,7 @@ static int put_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
     if (OPAL_UNLIKELY(remote_handle == nullptr || remote_handle->region_id == 0))
         return OPAL_ERR_BAD_PARAM;
     endpoint_connect(ep);
-    RdmaOp *op = op_get();
+    RdmaOp *op = rdma_op_get();
     if (OPAL_UNLIKELY(!op)) return OPAL_ERR_OUT_OF_RESOURCE;
     *op = RdmaOp{ep, local, local_handle, cb, ctx, data, nullptr, OPAL_SUCCESS, {}, size, false};
     op->put_hdr.version = BTL_CREDIT_WIRE_VERSION;
@@ -251,7 +256,7 @@ static int put_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
     op->put_hdr.region_id = remote_handle->region_id;
     op->put_hdr.addr = remote;
     ucp_request_param_t p;
-    op_param(&p, op);
+    rdma_op_param(&p, op);
     p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
     /* Rendezvous: completion = the data is at the target.  Eager (a slow
      * link, btl_credit_put_rate.h): completion = the data is in UCX's
@@ -259,12 +264,16 @@ static int put_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
      * on this endpoint is handled (UCX sends every active message of an
      * endpoint on its one AM lane, in order), so ob1's FIN still finds it
      * there. */
-    const bool eager = ep->emulated_rma && ep->put_rate.next_eager();
+    /* Never to memory registered for atomics (an MPI window): osc/rdma
+     * takes a put's completion as the data being at the target, and a
+     * window is read by other peers and the owner, which no FIN orders. */
+    const bool eager = ep->emulated_rma && !(remote_handle->access & MCA_BTL_REG_FLAG_REMOTE_ATOMIC) &&
+                       ep->put_rate.next_eager();
     op->put_eager = eager;
     p.flags = eager ? UCP_AM_SEND_FLAG_EAGER : UCP_AM_SEND_FLAG_RNDV;
     ++g.stats[MCA_BTL_CREDIT_STAT_PUTS];
     if (eager) ++g.stats[MCA_BTL_CREDIT_STAT_EAGER_PUTS];
-    return started("put", ep, ucp_am_send_nbx(ep->ep, BTL_CREDIT_AM_PUT, &op->put_hdr, sizeof(op->put_hdr),
+    return rdma_started("put", ep, ucp_am_send_nbx(ep->ep, BTL_CREDIT_AM_PUT, &op->put_hdr, sizeof(op->put_hdr),
                                                local, size, &p), op);
 }
 
@@ -296,6 +305,7 @@ mca_btl_credit_register_mem(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t 
     }
     h->region_id = r->id;
     h->rkey_len = static_cast<uint32_t>(r->rkey_len);
+    h->access = flags;
     h->local = reinterpret_cast<uintptr_t>(r);
     std::memcpy(h->rkey, r->rkey_buf, r->rkey_len);
     return h;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <strings.h>
 #include <map>
 #include <mutex>
 #include <new>
@@ -17,6 +18,7 @@ namespace {
 std::mutex g_ctx_lock;
 ucp_context_h g_ctx = nullptr;
 int g_ctx_refs = 0;
+int g_ctx_amo_cpu = 0;  /* see rdrp_ucx_context_amo_cpu */
 thread_local std::string g_last_error;
 
 void set_error(const char *what, ucs_status_t st)
@@ -102,6 +104,19 @@ int rdrp_ucx_want_mm_rx_grow(const char *tls, int user_set)
     }
     if (negate) return !(posix && sysv);
     return all || posix || sysv;
+}
+
+static const char *user_atomic_mode()
+{
+    const char *m = std::getenv("UCX_MPI_ATOMIC_MODE");
+    return m ? m : std::getenv("UCX_ATOMIC_MODE");
+}
+
+int rdrp_ucx_set_atomic_mode_cpu(const char *user_mode) { return user_mode == nullptr; }
+
+int rdrp_ucx_atomic_mode_is_cpu(const char *user_mode)
+{
+    return user_mode == nullptr || strcasecmp(user_mode, "cpu") == 0;
 }
 
 int rdrp_ucx_user_set_tcp_rx_seg(void)
@@ -190,11 +205,27 @@ int rdrp_ucx_context_acquire(const rdrp_ucx_context_params_t *params)
             return -1;
         }
     }
+    /* Remote atomics for osc/rdma over btl/credit: osc/rdma does its own
+     * rank's atomics with the CPU and its peers' through the btl, so the two
+     * must be atomic with respect to each other (MCA_BTL_ATOMIC_SUPPORTS_GLOB).
+     * UCX's "guess" mode would pick a device's atomics wherever one has them,
+     * coherent with the CPU or not; "cpu" keeps them coherent. */
+    const bool amo = params && params->want_amo;
+    const char *mode = user_atomic_mode();
+    if (amo && rdrp_ucx_set_atomic_mode_cpu(mode)) {
+        st = ucp_config_modify(config, "ATOMIC_MODE", "cpu");
+        if (st != UCS_OK) {
+            set_error("ucp_config_modify(ATOMIC_MODE)", st);
+            ucp_config_release(config);
+            return -1;
+        }
+    }
     ucp_params_t p;
     std::memset(&p, 0, sizeof(p));
     p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                    UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
     p.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_TAG;
+    if (amo) p.features |= UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64;
     if (params && params->want_wakeup) p.features |= UCP_FEATURE_WAKEUP;
     p.mt_workers_shared = 1;  /* pml, btl and the cdag engine thread may each own a worker */
     p.estimated_num_eps = params ? params->estimated_num_eps : 0;
@@ -206,7 +237,14 @@ int rdrp_ucx_context_acquire(const rdrp_ucx_context_params_t *params)
         return -1;
     }
     g_ctx_refs = 1;
+    g_ctx_amo_cpu = amo && rdrp_ucx_atomic_mode_is_cpu(mode);
     return 0;
+}
+
+int rdrp_ucx_context_amo_cpu(void)
+{
+    std::lock_guard<std::mutex> g(g_ctx_lock);
+    return g_ctx != nullptr && g_ctx_amo_cpu;
 }
 
 void rdrp_ucx_context_release(void)

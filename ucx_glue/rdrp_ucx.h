@@ -27,6 +27,8 @@ extern "C" {
 typedef struct rdrp_ucx_context_params {
     int    want_wakeup;        /* UCP_FEATURE_WAKEUP (event fd for sleeping engines) */
     size_t estimated_num_eps;  /* hint, 0 = unknown */
+    int    want_amo;           /* UCP_FEATURE_AMO32|AMO64, coherent with the CPU's atomics
+                                  (see rdrp_ucx_context_amo_cpu) */
 } rdrp_ucx_context_params_t;
 
 /* Take a reference on the process context, creating it on first use.
@@ -35,6 +37,17 @@ int          rdrp_ucx_context_acquire(const rdrp_ucx_context_params_t *params);
 void         rdrp_ucx_context_release(void);
 ucp_context_h rdrp_ucx_context(void);
 const char  *rdrp_ucx_last_error(void);
+/* Whether the context does remote atomics that are atomic with respect to
+ * the CPU's atomics on the target (UCX's ATOMIC_MODE cpu: a device atomic
+ * only where the device is coherent with the CPU, else UCX's emulation,
+ * which the target's CPU executes).  Asked for by want_amo, which sets that
+ * mode unless the user chose UCX_ATOMIC_MODE; 0 when the context was
+ * created without want_amo or the user chose another mode. */
+int          rdrp_ucx_context_amo_cpu(void);
+/* Whether to set ATOMIC_MODE cpu given the user's UCX_[MPI_]ATOMIC_MODE
+ * (NULL: not set), and whether the atomics are then CPU-coherent. */
+int          rdrp_ucx_set_atomic_mode_cpu(const char *user_mode);
+int          rdrp_ucx_atomic_mode_is_cpu(const char *user_mode);
 
 /* The context sets UCX's MM_RX_BUFS_GROW (shared-memory receive buffers grow
  * by 32, not 512) through its UCP configuration, never through the

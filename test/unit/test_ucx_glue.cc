@@ -299,6 +299,7 @@ protected:
     {
         ASSERT_EQ(rdrp_ucx_context(), nullptr) << "a previous test leaked a context reference";
         rdrp_ucx_context_params_t p{};
+        p.want_amo = want_amo();
         ASSERT_EQ(rdrp_ucx_context_acquire(&p), 0) << rdrp_ucx_last_error();
         rdrp_ucx_reg_flush();
         rdrp_ucx_reg_set_caching(1);
@@ -315,6 +316,7 @@ protected:
         rdrp_ucx_context_release();
         EXPECT_EQ(rdrp_ucx_context(), nullptr);
     }
+    virtual int want_amo() const { return 0; }
     long maps_base_ = 0, rkeys_base_ = 0;
 };
 
@@ -508,6 +510,32 @@ TEST(UcxGlueContext, TcpRxSegOnlyWhereTcpMayOpen)
     for (const Case &c : devices)
         EXPECT_EQ(rdrp_ucx_want_tcp_rx_seg(nullptr, c.tls, 0), c.want) << "UCX_NET_DEVICES=" << c.tls;
     EXPECT_EQ(rdrp_ucx_want_tcp_rx_seg("^tcp", "eth0", 0), 0);
+}
+
+/* want_amo (btl/credit for osc/rdma): UCX's CPU atomic mode unless the user
+ * chose a mode; only then are the atomics called CPU-coherent. */
+TEST(UcxGlueContext, AtomicModeCpuUnlessUserChose)
+{
+    EXPECT_EQ(rdrp_ucx_set_atomic_mode_cpu(nullptr), 1);
+    EXPECT_EQ(rdrp_ucx_set_atomic_mode_cpu("cpu"), 0) << "the user's own setting is left to UCX";
+    EXPECT_EQ(rdrp_ucx_set_atomic_mode_cpu("device"), 0);
+    EXPECT_EQ(rdrp_ucx_atomic_mode_is_cpu(nullptr), 1);
+    EXPECT_EQ(rdrp_ucx_atomic_mode_is_cpu("cpu"), 1);
+    EXPECT_EQ(rdrp_ucx_atomic_mode_is_cpu("CPU"), 1);
+    EXPECT_EQ(rdrp_ucx_atomic_mode_is_cpu("device"), 0);
+    EXPECT_EQ(rdrp_ucx_atomic_mode_is_cpu("guess"), 0);
+
+    ASSERT_EQ(rdrp_ucx_context(), nullptr);
+    EXPECT_EQ(rdrp_ucx_context_amo_cpu(), 0) << "no context";
+    ASSERT_EQ(rdrp_ucx_context_acquire(nullptr), 0) << rdrp_ucx_last_error();
+    EXPECT_EQ(rdrp_ucx_context_amo_cpu(), 0) << "a context made without want_amo";
+    rdrp_ucx_context_params_t p{};
+    p.want_amo = 1;
+    ASSERT_EQ(rdrp_ucx_context_acquire(&p), 0) << rdrp_ucx_last_error();
+    EXPECT_EQ(rdrp_ucx_context_amo_cpu(), 0) << "want_amo cannot change a context already made";
+    rdrp_ucx_context_release();
+    rdrp_ucx_context_release();
+    ASSERT_EQ(rdrp_ucx_context(), nullptr);
 }
 
 /* ================================================================ workers */
@@ -1710,4 +1738,56 @@ TEST_F(UcxPair, LeftoversCountHeldRegistrationsAndRkeys)
     EXPECT_EQ(rdrp_ucx_reg_held(), 1u);
     rdrp_ucx_reg_release(reg);
     EXPECT_EQ(rdrp_ucx_reg_held(), 0u);
+}
+
+/* Remote atomics as btl/credit does them for osc/rdma: fetching, 64 and 32
+ * bits, while the owner updates the same word with CPU atomics. */
+class UcxAmoPair : public UcxPair {
+protected:
+    int want_amo() const override { return 1; }
+};
+
+TEST_F(UcxAmoPair, FetchingAtomicsCoherentWithOwnersCpu)
+{
+    if (std::getenv("UCX_ATOMIC_MODE") || std::getenv("UCX_MPI_ATOMIC_MODE"))
+        GTEST_SKIP() << "the user chose UCX's atomic mode";
+    ASSERT_EQ(rdrp_ucx_context_amo_cpu(), 1);
+    alignas(8) static uint64_t word[2];
+    word[0] = word[1] = 0;
+    rdrp_ucx_region_t *reg = rdrp_ucx_reg_acquire(word, sizeof(word));
+    ASSERT_NE(reg, nullptr);
+    rdrp_ucx_rkey_t *k = rdrp_ucx_rkey_get(a_, ep_ab_, kPeerB, reg->id, reg->rkey_buf, reg->rkey_len);
+    ASSERT_NE(k, nullptr) << rdrp_ucx_last_error();
+    auto amo = [&](ucp_atomic_op_t op, size_t width, void *operand, void *reply, uint64_t raddr) {
+        ucp_request_param_t p;
+        std::memset(&p, 0, sizeof(p));
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+        p.datatype = ucp_dt_make_contig(width);
+        p.reply_buffer = reply;
+        return wait_request({a_, b_}, ucp_atomic_op_nbx(ep_ab_, op, operand, 1, raddr,
+                                                        rdrp_ucx_rkey_handle(k), &p));
+    };
+    const int kRounds = 200;
+    for (int i = 0; i < kRounds; ++i) {
+        uint64_t one = 1, old = ~0ull;
+        ASSERT_EQ(amo(UCP_ATOMIC_OP_ADD, 8, &one, &old, reinterpret_cast<uint64_t>(&word[0])), UCS_OK);
+        EXPECT_EQ(old, 2ull * i) << "fetch-and-add returned a stale value";
+        __atomic_fetch_add(&word[0], 1, __ATOMIC_SEQ_CST); /* the owner's own CPU atomic */
+    }
+    EXPECT_EQ(word[0], 2ull * kRounds);
+    /* 32-bit compare-and-swap on the upper half of word[1]: the swap value
+     * goes in the reply buffer, the old value comes back there */
+    uint32_t *halves = reinterpret_cast<uint32_t *>(&word[1]);
+    halves[1] = 7;
+    uint32_t compare = 7, reply = 9;
+    ASSERT_EQ(amo(UCP_ATOMIC_OP_CSWAP, 4, &compare, &reply, reinterpret_cast<uint64_t>(&halves[1])), UCS_OK);
+    EXPECT_EQ(reply, 7u);
+    EXPECT_EQ(halves[1], 9u);
+    EXPECT_EQ(halves[0], 0u) << "a 32-bit atomic touched its neighbour";
+    compare = 7, reply = 11;
+    ASSERT_EQ(amo(UCP_ATOMIC_OP_CSWAP, 4, &compare, &reply, reinterpret_cast<uint64_t>(&halves[1])), UCS_OK);
+    EXPECT_EQ(reply, 9u) << "a failed compare returns the current value";
+    EXPECT_EQ(halves[1], 9u);
+    rdrp_ucx_rkey_put(a_, k);
+    rdrp_ucx_reg_release(reg);
 }
