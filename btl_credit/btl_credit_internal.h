@@ -59,7 +59,8 @@ struct mca_btl_base_endpoint_t {
     uint64_t peer_id = 0;        /* name as 64 bits: keys the rkey cache */
     uint32_t index = 0;          /* the credit engine's peer number */
     bool remote = false;         /* on another node */
-    bool emulated_rma = false;   /* remote, and UCX has no native get to it (set on connect) */
+    bool native_get = false;     /* UCX has a native (one-sided) get to it (set on connect) */
+    bool emulated_rma = false;   /* remote, and no native get */
     ucp_ep_h ep = nullptr;       /* connected on first use */
     void *addr = nullptr;        /* the peer's worker address until connected */
     size_t addr_len = 0;
@@ -117,6 +118,7 @@ struct RdmaOp {
     bool put_eager;                 /* sent by UCX eager (untimed) */
     uint64_t amo_operand = 0;       /* an atomic's operand (CSWAP: the compare value) */
     uint64_t amo_reply = 0;         /* the old value of an atomic that returns none */
+    size_t get_len = 0;             /* a window get's size (btl_credit_get_reply.cc) */
 };
 
 /* What a mailbox data slot holds. */
@@ -234,6 +236,7 @@ void send_now(Frag *f);
 void flush_ctrl();
 void drain_waiting();
 int complete_sends();      /* lock NOT held: calls up */
+void settle_completed_sends();  /* finalize, lock held */
 void sends_fini();
 
 /* ---- btl_credit_recv.cc */
@@ -252,6 +255,17 @@ RdmaOp *rdma_op_get();
 rdrp_ucx_rkey_t *rdma_rkey(mca_btl_base_endpoint_t *ep, mca_btl_base_registration_handle_t *h);
 void rdma_op_param(ucp_request_param_t *p, RdmaOp *op);
 int rdma_started(const char *what, mca_btl_base_endpoint_t *ep, ucs_status_ptr_t sp, RdmaOp *op);
+
+/* ---- btl_credit_get_reply.cc (lock held) */
+bool get_reply_init();     /* the two AM handlers */
+void get_reply_fini();
+/* Whether a get from h at ep goes by request and answer (a window, on the
+ * node or with no native get to ep; ep connected). */
+bool get_by_reply(const mca_btl_base_endpoint_t *ep, const mca_btl_base_registration_handle_t *h);
+int get_reply_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
+                    mca_btl_base_registration_handle_t *local_handle,
+                    mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                    mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data);
 
 }  // namespace btlcredit
 

@@ -159,6 +159,21 @@ int complete_sends()
     return n;
 }
 
+/* Finalize: a send UCX finished whose callback no progress call ran (the
+ * PML's last control packet, sent right before MPI_Finalize) is done;
+ * descriptors the PML handed to us go back to the pool without the
+ * callback, which the PML no longer waits for.  Those the PML owns stay
+ * counted by the leak check.  Lock held. */
+void settle_completed_sends()
+{
+    size_t kept = 0;
+    for (Frag *f : g.completed) {
+        if (f->kind == kFragSendi || (f->des.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP)) frag_recycle(f);
+        else g.completed[kept++] = f;
+    }
+    g.completed.resize(kept);
+}
+
 void sends_fini()
 {
     for (Ctrl *c : g.ctrl_pool) delete c;
