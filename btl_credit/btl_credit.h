@@ -38,6 +38,7 @@ typedef struct mca_btl_credit_params {
     int    reg_cache;          /* cache memory registrations (needs memory-release hooks) */
     double finalize_timeout;   /* seconds finalize waits for endpoints to close */
     double put_eager_rate;     /* MB/s: puts to a TCP peer go by UCX eager below this delivered rate; 0 = never */
+    int    window_cma;         /* puts and gets to windows on the node by CMA (process_vm_readv/writev) */
     int    finalize_check;     /* finalize leak check: 0 off, 1 report, 2 report and fail */
     int    output;             /* opal_output stream */
 } mca_btl_credit_params_t;
@@ -78,6 +79,8 @@ enum {
     MCA_BTL_CREDIT_STAT_PUTS,               /* btl_put operations */
     MCA_BTL_CREDIT_STAT_EAGER_PUTS,         /* of them, sent by UCX eager (put_eager_rate) */
     MCA_BTL_CREDIT_STAT_ATOMICS,            /* btl_atomic_op/fop/cswap operations (osc/rdma) */
+    MCA_BTL_CREDIT_STAT_WINDOW_GETS,        /* of the gets, from windows by request and answer */
+    MCA_BTL_CREDIT_STAT_WINDOW_CMA,         /* puts and gets to windows on the node done by CMA */
     MCA_BTL_CREDIT_NSTATS
 };
 

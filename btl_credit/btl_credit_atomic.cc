@@ -57,14 +57,10 @@ static int amo_start(mca_btl_base_endpoint_t *ep, ucp_atomic_op_t uop, void *res
     const bool is32 = (flags & MCA_BTL_ATOMIC_FLAG_32BIT) != 0;
     const size_t width = is32 ? 4 : 8;
     if (OPAL_UNLIKELY(remote % width != 0)) return OPAL_ERR_BAD_PARAM;  /* UCX requires alignment */
-    rdrp_ucx_rkey_t *k = rdma_rkey(ep, remote_handle);
-    if (OPAL_UNLIKELY(!k)) return OPAL_ERROR;
-    RdmaOp *op = rdma_op_get();
-    if (OPAL_UNLIKELY(!op)) {
-        rdrp_ucx_rkey_put(g.uw, k);
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    *op = RdmaOp{ep, result, local_handle, cb, ctx, data, k, OPAL_SUCCESS, {}, 0, false};
+    int rc;
+    RdmaOp *op = rdma_op_for(ep, remote_handle, result, local_handle, cb, ctx, data, &rc);
+    if (OPAL_UNLIKELY(!op)) return rc;
+    rdrp_ucx_rkey_t *k = op->rkey;
     /* UCX reads the operand and the swap value of a width-sized word at the
      * addresses given; the op keeps both alive until completion. */
     void *reply = result ? result : &op->amo_reply;

@@ -119,6 +119,7 @@ static rdrp_param_rule_t param_rules[] = {
     B_MOD(bandwidth, RDRP_PARAM_U32, 0, 0xffffffffULL),
     B_INT(finalize_check, 0, 2),  /* after the RULE_* indices */
     {"btl_credit_put_eager_rate", RDRP_PARAM_DOUBLE, &mca_btl_credit_params.put_eager_rate, 0, 1e9, 0, 0, NULL},
+    B_INT(window_cma, 0, 1),
 };
 #define N_RULES ((int)(sizeof(param_rules) / sizeof(param_rules[0])))
 
@@ -228,6 +229,13 @@ static int credit_register(void)
     reg_var("reg_cache", "Cache memory registrations for put/get (only effective when Open MPI's "
             "memory-release hooks are available, so freed memory is never reused stale)",
             MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_6, &p->reg_cache);
+    p->window_cma = 1;
+    reg_var("window_cma", "Puts and gets to MPI windows (memory osc/rdma registered for atomics) of "
+            "processes on this node by one CMA copy (process_vm_writev/readv), which needs no help "
+            "from the window's owner; checked per peer on first use and left for UCX when the kernel "
+            "refuses (ptrace scope) or the peer is not who its handle says.  0: always through UCX "
+            "(its rendezvous puts and requested gets wait for the owner's progress)",
+            MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_5, &p->window_cma);
     p->finalize_timeout = 10.0;
     reg_var("finalize_timeout", "Seconds finalize waits for UCX endpoints to flush and close "
             "before giving up (a dead peer must not hang MPI_Finalize)",
@@ -357,6 +365,11 @@ static void register_pvars(void)
              "below btl_credit_put_eager_rate", MCA_BASE_PVAR_CLASS_COUNTER, MCA_BTL_CREDIT_STAT_EAGER_PUTS);
     reg_pvar("atomics", "btl_atomic_op/fop/cswap operations (osc/rdma's locks and accumulates) issued",
              MCA_BASE_PVAR_CLASS_COUNTER, MCA_BTL_CREDIT_STAT_ATOMICS);
+    reg_pvar("window_gets", "btl_get operations from memory registered for atomics (osc/rdma windows) "
+             "sent as a request the target answers with one rendezvous send (no native get)",
+             MCA_BASE_PVAR_CLASS_COUNTER, MCA_BTL_CREDIT_STAT_WINDOW_GETS);
+    reg_pvar("window_cma", "btl_put/btl_get operations to windows on this node done by one CMA copy "
+             "(btl_credit_window_cma)", MCA_BASE_PVAR_CLASS_COUNTER, MCA_BTL_CREDIT_STAT_WINDOW_CMA);
     reg_pvar("puts", "btl_put operations (ob1 RPUT) issued", MCA_BASE_PVAR_CLASS_COUNTER,
              MCA_BTL_CREDIT_STAT_PUTS);
 }

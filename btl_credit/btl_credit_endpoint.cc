@@ -61,7 +61,8 @@ void endpoint_connect(mca_btl_base_endpoint_t *ep)
     if (!ep->ep) fatal("connect-failed", OPAL_NAME_PRINT(ep->name), rdrp_ucx_last_error());
     std::free(ep->addr);
     ep->addr = nullptr;
-    ep->emulated_rma = ep->remote && rdrp_ucx_ep_native_get(ep->ep) != 1;
+    ep->native_get = rdrp_ucx_ep_native_get(ep->ep) == 1;
+    ep->emulated_rma = ep->remote && !ep->native_get;
     BTL_CREDIT_VERBOSE(10, "connected to %s (%s%s)", OPAL_NAME_PRINT(ep->name),
                        ep->remote ? "remote" : "on-node", ep->emulated_rma ? ", no native get" : "");
 }

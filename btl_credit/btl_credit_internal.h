@@ -61,6 +61,7 @@ struct mca_btl_base_endpoint_t {
     bool remote = false;         /* on another node */
     bool native_get = false;     /* UCX has a native (one-sided) get to it (set on connect) */
     bool emulated_rma = false;   /* remote, and no native get */
+    int8_t cma = 0;              /* windows by CMA to this peer: 0 untried, 1 yes, -1 no */
     ucp_ep_h ep = nullptr;       /* connected on first use */
     void *addr = nullptr;        /* the peer's worker address until connected */
     size_t addr_len = 0;
@@ -79,6 +80,9 @@ struct mca_btl_base_registration_handle_t {
     uint32_t rkey_len;
     uint32_t access;             /* the MCA_BTL_REG_FLAG_* it was registered with */
     uint64_t local;              /* owner only: its rdrp_ucx_region_t * */
+    uint64_t owner_pid;          /* the owner's pid and where its CMA cookie lives, */
+    uint64_t cookie_addr;        /* so a peer on the node can check it is the owner */
+    uint64_t cookie;             /* before it copies by CMA (btl_credit_window_cma.cc) */
     uint8_t rkey[1];             /* rkey_len packed rkey bytes (sized at init) */
 };
 
@@ -247,14 +251,29 @@ int deliver();             /* lock NOT held: calls up */
 bool rdma_init();          /* sizes registration handles, sets the put handler; lock held */
 int complete_rdma();       /* lock NOT held: calls up */
 void rdma_fini();
-/* For btl_credit_atomic.cc (lock held): a pooled op, the peer's rkey for
- * a handle (nullptr: unusable handle or unpack failure), the request
- * parameters that complete into rdma_done, and the bookkeeping of a
- * started operation (done at once, failed, or in flight). */
+/* For the other RDMA files (lock held): a pooled op; one filled in and
+ * holding the peer's rkey for h (connects ep; nullptr with *rc set: the rkey
+ * did not unpack, or no memory); the request parameters that complete into
+ * rdma_done; the bookkeeping of a started operation (done at once, failed,
+ * or in flight). */
 RdmaOp *rdma_op_get();
-rdrp_ucx_rkey_t *rdma_rkey(mca_btl_base_endpoint_t *ep, mca_btl_base_registration_handle_t *h);
+RdmaOp *rdma_op_for(mca_btl_base_endpoint_t *ep, mca_btl_base_registration_handle_t *h, void *local,
+                    mca_btl_base_registration_handle_t *local_handle,
+                    mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data, int *rc);
 void rdma_op_param(ucp_request_param_t *p, RdmaOp *op);
 int rdma_started(const char *what, mca_btl_base_endpoint_t *ep, ucs_status_ptr_t sp, RdmaOp *op);
+
+/* ---- btl_credit_window_cma.cc (lock held) */
+void window_cma_init();    /* this process's cookie */
+/* Fill the owner's fields of a handle being registered. */
+void window_cma_stamp(mca_btl_base_registration_handle_t *h);
+/* Put (write) or get (!write) size bytes at remote in h's owner by CMA if
+ * window_cma allows it for ep and h: OPAL_SUCCESS (done, callback queued),
+ * or OPAL_ERR_NOT_AVAILABLE to go through UCX. */
+int window_cma(bool write, mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
+               mca_btl_base_registration_handle_t *local_handle,
+               mca_btl_base_registration_handle_t *remote_handle, size_t size,
+               mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data);
 
 /* ---- btl_credit_get_reply.cc (lock held) */
 bool get_reply_init();     /* the two AM handlers */

@@ -1,6 +1,8 @@
 /*
  * btl/credit: memory registration, put and get for ob1's RGET / RPUT and
- * osc/rdma (atomics: btl_credit_atomic.cc).
+ * osc/rdma (atomics: btl_credit_atomic.cc; windows on the node by CMA:
+ * btl_credit_window_cma.cc; other gets from windows where UCX would emulate
+ * them: btl_credit_get_reply.cc).
  *
  * register_mem maps memory that peers will access through ucx_glue's
  * registration cache and puts the packed rkey inline in the handle (ob1
@@ -92,6 +94,8 @@ static ucs_status_t am_put(void *arg, const void *header, size_t hlen, void *dat
 bool rdma_init()
 {
     if (rdrp_ucx_set_am_handler(g.uw, BTL_CREDIT_AM_PUT, am_put, nullptr) != 0) return false;
+    if (!get_reply_init()) return false;
+    window_cma_init();
     /* Size the handles from a real rkey (it depends on the transports). */
     static char probe[4096];
     rdrp_ucx_region_t *r = rdrp_ucx_reg_acquire(probe, sizeof(probe));
@@ -171,6 +175,7 @@ int complete_rdma()
 
 void rdma_fini()
 {
+    get_reply_fini();
     for (RdmaOp *op : g.op_pool) delete op;
     g.op_pool.clear();
     g.rdma_done.clear();
@@ -205,14 +210,26 @@ void rdma_op_param(ucp_request_param_t *p, RdmaOp *op)
     p->user_data = op;
 }
 
-rdrp_ucx_rkey_t *rdma_rkey(mca_btl_base_endpoint_t *ep, mca_btl_base_registration_handle_t *h)
+RdmaOp *rdma_op_for(mca_btl_base_endpoint_t *ep, mca_btl_base_registration_handle_t *h, void *local,
+                    mca_btl_base_registration_handle_t *local_handle,
+                    mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data, int *rc)
 {
     endpoint_connect(ep);
     rdrp_ucx_rkey_t *k = rdrp_ucx_rkey_get(g.uw, ep->ep, ep->peer_id, h->region_id, h->rkey, h->rkey_len);
-    if (OPAL_UNLIKELY(!k))
+    if (OPAL_UNLIKELY(!k)) {
         BTL_CREDIT_VERBOSE(1, "cannot unpack the rkey of %s: %s", OPAL_NAME_PRINT(ep->name),
                            rdrp_ucx_last_error());
-    return k;
+        *rc = OPAL_ERROR;
+        return nullptr;
+    }
+    RdmaOp *op = rdma_op_get();
+    if (OPAL_UNLIKELY(!op)) {
+        rdrp_ucx_rkey_put(g.uw, k);
+        *rc = OPAL_ERR_OUT_OF_RESOURCE;
+        return nullptr;
+    }
+    *op = RdmaOp{ep, local, local_handle, cb, ctx, data, k, OPAL_SUCCESS, {}, 0, false};
+    return op;
 }
 
 /* Start a get; lock held. */
@@ -224,14 +241,15 @@ static int get_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
     if (OPAL_UNLIKELY(remote_handle == nullptr || remote_handle->region_id == 0 ||
                       remote_handle->rkey_len > g.rkey_cap))
         return OPAL_ERR_BAD_PARAM;
-    rdrp_ucx_rkey_t *k = rdma_rkey(ep, remote_handle);
-    if (OPAL_UNLIKELY(!k)) return OPAL_ERROR;
-    RdmaOp *op = rdma_op_get();
-    if (OPAL_UNLIKELY(!op)) {
-        rdrp_ucx_rkey_put(g.uw, k);
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    *op = RdmaOp{ep, local, local_handle, cb, ctx, data, k, OPAL_SUCCESS, {}, 0, false};
+    endpoint_connect(ep);
+    const int cma = window_cma(false, ep, local, remote, local_handle, remote_handle, size, cb, ctx, data);
+    if (cma != OPAL_ERR_NOT_AVAILABLE) return cma;
+    if (get_by_reply(ep, remote_handle))
+        return get_reply_start(ep, local, remote, local_handle, remote_handle, size, cb, ctx, data);
+    int rc;
+    RdmaOp *op = rdma_op_for(ep, remote_handle, local, local_handle, cb, ctx, data, &rc);
+    if (OPAL_UNLIKELY(!op)) return rc;
+    rdrp_ucx_rkey_t *k = op->rkey;
     ucp_request_param_t p;
     rdma_op_param(&p, op);
     ++g.stats[MCA_BTL_CREDIT_STAT_GETS];
@@ -248,6 +266,8 @@ static int put_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
     if (OPAL_UNLIKELY(remote_handle == nullptr || remote_handle->region_id == 0))
         return OPAL_ERR_BAD_PARAM;
     endpoint_connect(ep);
+    const int cma = window_cma(true, ep, local, remote, local_handle, remote_handle, size, cb, ctx, data);
+    if (cma != OPAL_ERR_NOT_AVAILABLE) return cma;
     RdmaOp *op = rdma_op_get();
     if (OPAL_UNLIKELY(!op)) return OPAL_ERR_OUT_OF_RESOURCE;
     *op = RdmaOp{ep, local, local_handle, cb, ctx, data, nullptr, OPAL_SUCCESS, {}, size, false};
@@ -306,6 +326,7 @@ mca_btl_credit_register_mem(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t 
     h->region_id = r->id;
     h->rkey_len = static_cast<uint32_t>(r->rkey_len);
     h->access = flags;
+    window_cma_stamp(h);
     h->local = reinterpret_cast<uintptr_t>(r);
     std::memcpy(h->rkey, r->rkey_buf, r->rkey_len);
     return h;

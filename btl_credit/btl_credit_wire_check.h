@@ -59,6 +59,28 @@ inline const char *check_put(size_t hlen, const btl_credit_put_hdr_t &h, size_t 
     return nullptr;
 }
 
+/* A window get's request (no payload), before anything is read or sent. */
+inline const char *check_get_req(size_t hlen, const btl_credit_get_req_t &h, size_t len,
+                                 const FrameLimits &l)
+{
+    if (hlen != sizeof(btl_credit_get_req_t)) return "get request header length";
+    if (h.version != BTL_CREDIT_WIRE_VERSION) return "wire version (different btl/credit builds in one job?)";
+    if (h.src >= l.nprocs || h.src == l.me) return "sender";
+    if (len != 0) return "get request with a payload";
+    if (h.region_id == 0) return "get without a registration";
+    if (h.len > UINT64_MAX - h.addr) return "get range wraps the address space";
+    return nullptr;
+}
+
+/* Its answer (the token is checked against the gets in flight). */
+inline const char *check_get_rep(size_t hlen, const btl_credit_get_rep_t &h, const FrameLimits &l)
+{
+    if (hlen != sizeof(btl_credit_get_rep_t)) return "get reply header length";
+    if (h.version != BTL_CREDIT_WIRE_VERSION) return "wire version (different btl/credit builds in one job?)";
+    if (h.src >= l.nprocs || h.src == l.me) return "sender";
+    return nullptr;
+}
+
 }  // namespace btlcredit
 
 #endif /* MCA_BTL_CREDIT_WIRE_CHECK_H */

@@ -11,7 +11,11 @@
  *    osc/rdma's get-op-put), and exclusive-lock read-modify-write
  *    (osc/rdma's lock words);
  *  - MPI_Put and MPI_Get of 1 MiB between neighbours, flushed;
- *  - through MPI_T, when btl/credit is in use: its atomics were used.
+ *  - through MPI_T, when btl/credit is in use: its atomics were used, and
+ *    puts and gets to the windows took the path MPITEST_EXPECT_WINDOW_PATH
+ *    names: "cma" (one CMA copy, btl_credit_window_cma 1) or "reply" (gets
+ *    as a request the owner answers: no native UCX get on the node, as
+ *    UCX 1.13 here, with btl_credit_window_cma 0).
  * Runs anywhere; without btl/credit only the data checks apply.
  */
 #include "mpitest.h"
@@ -128,12 +132,14 @@ static void one_window(MPI_Win win, int64_t *w, char *big, int rank, int size)
 int main(int argc, char **argv)
 {
     int provided;
-    pvar_t atomics, msize;
+    pvar_t atomics, msize, wgets, wcma;
     MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     mt_init(&argc, &argv, "btl_credit_rma");
     int rank = mt_rank, size = mt_size;
     pvar_open(&atomics, "btl_credit_atomics");
     pvar_open(&msize, "btl_credit_mailbox_slots");
+    pvar_open(&wgets, "btl_credit_window_gets");
+    pvar_open(&wcma, "btl_credit_window_cma");
     const size_t bytes = sizeof(int64_t) * W_N + BIG;
 
     mt_section("MPI_Win_create on user memory");
@@ -162,10 +168,26 @@ int main(int argc, char **argv)
         unsigned long n = pvar_read(&atomics), total = 0;
         MPI_Allreduce(&n, &total, 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
         if (size > 1) CHECK(total > 0, "osc/rdma did no atomic through btl/credit");
-        if (mt_verbose) printf("[rank %d] btl/credit atomics %lu (job %lu)\n", rank, n, total);
+        unsigned long mine[2] = {wgets.ok ? pvar_read(&wgets) : 0, wcma.ok ? pvar_read(&wcma) : 0};
+        unsigned long job[2] = {0, 0};
+        MPI_Allreduce(mine, job, 2, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
+        const char *want = getenv("MPITEST_EXPECT_WINDOW_PATH");
+        if (size > 1 && want && strcmp(want, "cma") == 0) {
+            CHECK(job[1] > 0, "no put or get to a window went by CMA");
+            CHECK_EQ(job[0], 0, "gets from windows went by request although CMA works");
+        }
+        if (size > 1 && want && strcmp(want, "reply") == 0) {
+            CHECK(job[0] > 0, "no get from a window went by request and answer");
+            CHECK_EQ(job[1], 0, "CMA used with btl_credit_window_cma 0");
+        }
+        if (mt_verbose)
+            printf("[rank %d] btl/credit atomics %lu (job %lu), window gets by request %lu, by CMA %lu (job %lu, %lu)\n",
+                   rank, n, total, mine[0], mine[1], job[0], job[1]);
     }
     pvar_close(&atomics);
     pvar_close(&msize);
+    pvar_close(&wgets);
+    pvar_close(&wcma);
     MPI_T_finalize();
     return mt_finalize();
 }

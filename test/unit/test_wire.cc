@@ -296,6 +296,50 @@ TEST(WireCheck, BtlCreditPut)
     EXPECT_NE(btlcredit::check_put(sizeof(h), h, 10, l), nullptr);
 }
 
+TEST(WireCheck, BtlCreditWindowGet)
+{
+    btlcredit::FrameLimits l{4, 0, 4080, 0x40};
+    btl_credit_get_req_t q{};
+    q.version = BTL_CREDIT_WIRE_VERSION;
+    q.src = 3;
+    q.region_id = 5;
+    q.addr = 0x20000;
+    q.len = 4 << 20;
+    q.token = 1;
+    EXPECT_EQ(btlcredit::check_get_req(sizeof(q), q, 0, l), nullptr) << "larger than a slot is fine";
+    EXPECT_NE(btlcredit::check_get_req(sizeof(q), q, 8, l), nullptr) << "a request carries no payload";
+    EXPECT_NE(btlcredit::check_get_req(sizeof(q) - 1, q, 0, l), nullptr);
+    EXPECT_NE(btlcredit::check_get_req(sizeof(btl_credit_put_hdr_t), q, 0, l), nullptr) << "a put header";
+    q.addr = UINT64_MAX - 9;
+    q.len = 9;
+    EXPECT_EQ(btlcredit::check_get_req(sizeof(q), q, 0, l), nullptr);
+    q.len = 11;
+    EXPECT_NE(btlcredit::check_get_req(sizeof(q), q, 0, l), nullptr) << "wraps";
+    q.addr = 0x20000;
+    q.region_id = 0;
+    EXPECT_NE(btlcredit::check_get_req(sizeof(q), q, 0, l), nullptr) << "no registration";
+    q.region_id = 5;
+    q.src = 0;
+    EXPECT_NE(btlcredit::check_get_req(sizeof(q), q, 0, l), nullptr) << "from ourselves";
+    q.src = 4;
+    EXPECT_NE(btlcredit::check_get_req(sizeof(q), q, 0, l), nullptr) << "past the job";
+    q.src = 1;
+    q.version = BTL_CREDIT_WIRE_VERSION + 1;
+    EXPECT_NE(btlcredit::check_get_req(sizeof(q), q, 0, l), nullptr);
+
+    btl_credit_get_rep_t r{};
+    r.version = BTL_CREDIT_WIRE_VERSION;
+    r.src = 2;
+    r.token = 99;
+    EXPECT_EQ(btlcredit::check_get_rep(sizeof(r), r, l), nullptr);
+    EXPECT_NE(btlcredit::check_get_rep(sizeof(r) + 1, r, l), nullptr);
+    r.src = 0;
+    EXPECT_NE(btlcredit::check_get_rep(sizeof(r), r, l), nullptr) << "from ourselves";
+    r.src = 2;
+    r.version = 0;
+    EXPECT_NE(btlcredit::check_get_rep(sizeof(r), r, l), nullptr);
+}
+
 TEST(WireCheck, CdagPacket)
 {
     cdag_svc::AmHdr h{5, 1, 2, 3, 4, 0};
