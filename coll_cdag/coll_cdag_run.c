@@ -278,6 +278,49 @@ static void vside_unpack(const vside_t *v, const char *stage)
     }
 }
 
+/* Whether two blocks of a contiguous side share an element: a receive
+ * layout MPI calls erroneous (MPICH's coll/allgatherv4 puts every block at
+ * displacement 0), whose contents are undefined but whose call must
+ * return.  The schedule orders a write after every earlier read of the
+ * same bytes, so a rank that forwards a block from its receive buffer
+ * posts the next receive into those bytes only when that send completed,
+ * and a single-copy send completes when its receiver has posted the
+ * receive: around a ring each rank waits for the next (hung at 3-4 ranks
+ * above the ring limit).  Such a side is received packed back to back
+ * instead (nothing overlaps there) and unpacked in block order. */
+typedef struct {
+    long long lo, hi;
+} vspan_t;
+
+static int vspan_cmp(const void *a, const void *b)
+{
+    long long x = ((const vspan_t *)a)->lo, y = ((const vspan_t *)b)->lo;
+    return x < y ? -1 : x > y;
+}
+
+static int vside_overlaps(const vside_t *v)
+{
+    long long end = 0;
+    int started = 0, sorted = 1;
+    for (int i = 0; i < v->n && sorted; ++i) {  /* the usual case: ascending displacements */
+        if (v->counts[i] <= 0) continue;
+        if (started && v->displs[i] < end) sorted = 0;
+        end = (long long)v->displs[i] + v->counts[i];
+        started = 1;
+    }
+    if (sorted) return 0;
+    vspan_t *s = malloc((size_t)v->n * sizeof(*s));
+    if (!s) return 1;  /* packed is right for any layout */
+    int m = 0;
+    for (int i = 0; i < v->n; ++i)
+        if (v->counts[i] > 0) s[m++] = (vspan_t){v->displs[i], (long long)v->displs[i] + v->counts[i]};
+    qsort(s, (size_t)m, sizeof(*s), vspan_cmp);
+    int overlap = 0;
+    for (int i = 1; i < m && !overlap; ++i) overlap = s[i].lo < s[i - 1].hi;
+    free(s);
+    return overlap;
+}
+
 /* ------------------------------------------------------------ selection */
 int mca_coll_cdag_takes(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, const cdag_call_t *c)
 {
@@ -897,7 +940,7 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
     vside_t sv = {0}, rv = {0};
     if (is_vvariant(c->coll)) {
         r->vsend_packed = vsend_side(c, rank, size, &sv) && !dt_contig(sv.dt, 2);
-        r->vrecv_packed = vrecv_side(c, rank, size, &rv) && !dt_contig(rv.dt, 2);
+        r->vrecv_packed = vrecv_side(c, rank, size, &rv) && (!dt_contig(rv.dt, 2) || vside_overlaps(&rv));
     }
     if (is_reduction(c->coll)) {
         r->red.op = c->op;

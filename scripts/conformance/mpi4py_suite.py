@@ -57,11 +57,12 @@ def parse(output):
     return ran, fail, err, skip, summaries, sorted(names)
 
 
-def run(runtests, np, mpirun_args, python, limit, log):
-    """(counts dict, failing names, seconds)."""
+def run(runtests, np, mpirun_args, python, limit, log, extra=()):
+    """(counts dict, failing names, seconds); extra: more runtests.py
+    arguments (the -e patterns of --mpi4py-exclude)."""
     outdir = log + ".ranks"
     shutil.rmtree(outdir, ignore_errors=True)
-    rc, timed_out, output, secs = run_job(command(runtests, np, mpirun_args, python, outdir=outdir),
+    rc, timed_out, output, secs = run_job(command(runtests, np, mpirun_args, python, extra, outdir=outdir),
                                           os.path.dirname(runtests), dict(os.environ), limit)
     ranks = rank_outputs(outdir, np)
     with open(log, "w") as f:
@@ -87,10 +88,8 @@ def run(runtests, np, mpirun_args, python, limit, log):
     return counts, sorted(names), secs
 
 
-def repro(runtests, np, mpirun_args, python, env_prefix, name=None):
-    extra = []
-    if name:
-        extra = name_args(name)
+def repro(runtests, np, mpirun_args, python, env_prefix, name=None, extra=()):
+    extra = name_args(name) if name else list(extra)
     cmd = " ".join(shlex.quote(w) for w in command(runtests, np, mpirun_args, python, extra))
     env = " ".join(env_prefix)
     return (env + " " if env else "") + cmd

@@ -22,6 +22,8 @@
  *  - 8 KiB broadcasts from every root, three times: where tiny calls take
  *    the direct path, the later ones do too, by single copy from a root
  *    that chose it (coll_cdag_direct_runs, coll_cdag_cma_sent);
+ *  - an allgatherv whose receive blocks all overlap (erroneous, but it
+ *    must return: MPICH coll/allgatherv4 hung at 3-4 ranks);
  *  - MPITEST_EXPECT_CMA_MIN=N: coll_cdag_cma_min resolved to N (with
  *    mpi_yield_when_idle, which mpirun sets when oversubscribed, -1
  *    resolves to 0: rings up to their limit, whose sender need not wait
@@ -248,6 +250,33 @@ int main(int argc, char **argv)
             CHECK_BUF(p, n, 0, 28, k, "bcast %d of the same buffer", k);
         }
         free(p);
+    }
+
+    mt_section("allgatherv into overlapping receive blocks (erroneous): every rank returns");
+    /* MPICH coll/allgatherv4's BELL_CURVE step, reduced: every block at
+     * displacement 0, each above the ring limit.  MPI calls a receive
+     * layout that writes a byte twice erroneous, and the buffer's contents
+     * are undefined then, but coll tuned returns; at 3 or more ranks cdag
+     * hung: a rank forwards a block from its receive buffer, the next
+     * receive into the same bytes waits for that send (write after read),
+     * and a single-copy send completes only when its receiver, waiting the
+     * same way, has posted its receive: a cycle around the ring. */
+    {
+        const size_t n = above + 8;
+        int *rc = mt_malloc((size_t)ln * sizeof(int)), *dp = mt_malloc((size_t)ln * sizeof(int));
+        for (int p = 0; p < ln; p++) {
+            rc[p] = (int)(n + 4 * (size_t)p);
+            dp[p] = 0;
+        }
+        char *s = mt_malloc(n + 4 * (size_t)ln), *rb = mt_malloc(n + 4 * (size_t)ln);
+        for (int k = 0; k < 2; k++) {
+            mt_fill(s, (size_t)rc[lr], lr, 30, k);
+            CHECK_MPI(MPI_Allgatherv(s, rc[lr], MPI_BYTE, rb, rc, dp, MPI_BYTE, node));
+        }
+        free(rc);
+        free(dp);
+        free(s);
+        free(rb);
     }
     CHECK_MPI(MPI_Barrier(node));
 
