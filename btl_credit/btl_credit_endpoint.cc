@@ -62,9 +62,8 @@ void endpoint_connect(mca_btl_base_endpoint_t *ep)
     std::free(ep->addr);
     ep->addr = nullptr;
     ep->native_get = rdrp_ucx_ep_native_get(ep->ep) == 1;
-    ep->emulated_rma = ep->remote && !ep->native_get;
     BTL_CREDIT_VERBOSE(10, "connected to %s (%s%s)", OPAL_NAME_PRINT(ep->name),
-                       ep->remote ? "remote" : "on-node", ep->emulated_rma ? ", no native get" : "");
+                       ep->remote ? "remote" : "on-node", ep->emulated_rma() ? ", no native get" : "");
 }
 
 void endpoints_fini()
@@ -161,7 +160,7 @@ extern "C" int mca_btl_credit_add_procs(mca_btl_base_module_t *btl, size_t nproc
         if (reachable) opal_bitmap_set_bit(reachable, static_cast<int>(i));
         if (ep->remote) {
             endpoint_connect(ep);
-            if (ep->emulated_rma) offer_for_emulated_rma(btl, name);
+            if (ep->emulated_rma()) offer_for_emulated_rma(btl, name);
             else BTL_CREDIT_VERBOSE(5, "peer %s (remote): UCX has a native get protocol to it: RGET",
                                     OPAL_NAME_PRINT(name));
         }

@@ -60,8 +60,7 @@ struct mca_btl_base_endpoint_t {
     uint32_t index = 0;          /* the credit engine's peer number */
     bool remote = false;         /* on another node */
     bool native_get = false;     /* UCX has a native (one-sided) get to it (set on connect) */
-    bool emulated_rma = false;   /* remote, and no native get */
-    int8_t cma = 0;              /* windows by CMA to this peer: 0 untried, 1 yes, -1 no */
+    int64_t cma_pid = 0;         /* windows by CMA: the checked owner pid; 0 untried, -1 refused */
     ucp_ep_h ep = nullptr;       /* connected on first use */
     void *addr = nullptr;        /* the peer's worker address until connected */
     size_t addr_len = 0;
@@ -71,6 +70,8 @@ struct mca_btl_base_endpoint_t {
     /* how puts to an emulated_rma peer travel (btl_credit_put_rate.h) */
     btlcredit::PutRate put_rate{mca_btl_credit_params.put_eager_rate, btlcredit::kPutRateSample,
                                  btlcredit::kPutRateProbe};
+    /* remote, and UCX emulates RMA to it (no native get) */
+    bool emulated_rma() const { return remote && !native_get; }
 };
 
 /* A registration handle; ob1 copies btl_registration_handle_size bytes of

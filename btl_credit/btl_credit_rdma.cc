@@ -287,7 +287,7 @@ static int put_start(mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
     /* Never to memory registered for atomics (an MPI window): osc/rdma
      * takes a put's completion as the data being at the target, and a
      * window is read by other peers and the owner, which no FIN orders. */
-    const bool eager = ep->emulated_rma && !(remote_handle->access & MCA_BTL_REG_FLAG_REMOTE_ATOMIC) &&
+    const bool eager = ep->emulated_rma() && !(remote_handle->access & MCA_BTL_REG_FLAG_REMOTE_ATOMIC) &&
                        ep->put_rate.next_eager();
     op->put_eager = eager;
     p.flags = eager ? UCP_AM_SEND_FLAG_EAGER : UCP_AM_SEND_FLAG_RNDV;

@@ -91,7 +91,7 @@ void send_now(Frag *f)
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = send_done;
     p.user_data = f;
-    if (ep->emulated_rma) {
+    if (ep->emulated_rma()) {
         /* up to a slot in one trip: over TCP UCX would otherwise take a
          * rendezvous round trip for every packet above 8 KiB (measured:
          * 64 KiB latency 35 us against 72); the receiver copies it into

@@ -23,11 +23,9 @@
 
 #include "common/shm/shm_segment.h"
 
-#include <cerrno>
 #include <cstring>
 #include <random>
 #include <unistd.h>
-#include <vector>
 
 namespace btlcredit {
 
@@ -50,47 +48,29 @@ void window_cma_stamp(mca_btl_base_registration_handle_t *h)
     h->cookie = cookie;
 }
 
-namespace {
-/* ep's owner pid after the check (0: not checked or failed). */
-std::vector<uint64_t> verified;
-
-uint64_t verified_pid_of(const mca_btl_base_endpoint_t *ep)
+/* Once per peer: is the handle's owner the process at its pid, and does
+ * the kernel let us copy to it?  Remembered in ep->cma_pid. */
+static bool check_peer(mca_btl_base_endpoint_t *ep, const mca_btl_base_registration_handle_t *h)
 {
-    return ep->index < verified.size() ? verified[ep->index] : 0;
-}
-
-bool check_peer(mca_btl_base_endpoint_t *ep, const mca_btl_base_registration_handle_t *h)
-{
-    uint64_t seen = 0;
-    const int rc = h->owner_pid > 0 && h->owner_pid < (1ull << 31) && h->cookie != 0
-                       ? rdrp::shm::cma_read(static_cast<int>(h->owner_pid), &seen, h->cookie_addr,
-                                             sizeof(seen))
-                       : -EINVAL;
-    const bool ok = rc == 0 && seen == h->cookie;
+    const bool ok = h->owner_pid > 0 && h->owner_pid < (1ull << 31) && h->cookie != 0 &&
+                    rdrp::shm::cma_check(static_cast<int>(h->owner_pid), h->cookie_addr, h->cookie);
     BTL_CREDIT_VERBOSE(5, "windows of %s (pid %llu): %s", OPAL_NAME_PRINT(ep->name),
                        (unsigned long long)h->owner_pid,
-                       ok ? "by CMA"
-                          : rc != 0 ? "through UCX (the kernel refused CMA)"
-                                    : "through UCX (the pid is another process: pid namespaces?)");
-    ep->cma = ok ? 1 : -1;
-    if (ok) {
-        if (verified.size() <= ep->index) verified.resize(ep->index + 1, 0);
-        verified[ep->index] = h->owner_pid;
-    }
+                       ok ? "by CMA" : "through UCX (CMA refused, or the pid is another process)");
+    ep->cma_pid = ok ? static_cast<int64_t>(h->owner_pid) : -1;
     return ok;
 }
-}  // namespace
 
 int window_cma(bool write, mca_btl_base_endpoint_t *ep, void *local, uint64_t remote,
                mca_btl_base_registration_handle_t *local_handle,
                mca_btl_base_registration_handle_t *remote_handle, size_t size,
                mca_btl_base_rdma_completion_fn_t cb, void *ctx, void *data)
 {
-    if (!mca_btl_credit_params.window_cma || ep->remote || ep->cma < 0 ||
+    if (!mca_btl_credit_params.window_cma || ep->remote || ep->cma_pid < 0 ||
         !(remote_handle->access & MCA_BTL_REG_FLAG_REMOTE_ATOMIC))
         return OPAL_ERR_NOT_AVAILABLE;
-    if (ep->cma == 0 && !check_peer(ep, remote_handle)) return OPAL_ERR_NOT_AVAILABLE;
-    if (remote_handle->owner_pid != verified_pid_of(ep)) return OPAL_ERR_NOT_AVAILABLE;
+    if (ep->cma_pid == 0 && !check_peer(ep, remote_handle)) return OPAL_ERR_NOT_AVAILABLE;
+    if (static_cast<int64_t>(remote_handle->owner_pid) != ep->cma_pid) return OPAL_ERR_NOT_AVAILABLE;
     /* Unlike a UCX put, whose target checks the range against its own
      * registrations, the origin cannot see the owner's regions: it relies on
      * osc/rdma, which checks every access against the window's size

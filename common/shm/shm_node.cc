@@ -173,8 +173,7 @@ bool NodeSegment::connect(const NodeIdentity &peer, bool self, NodePeer *out, st
     out->ok = true;
     if (peer.local_rank < tx_to_.size()) tx_to_[peer.local_rank] = &out->tx;
     /* single copy needs ptrace-like permission: try it on the header */
-    uint64_t magic = 0;
-    out->cma = cma_read(peer.pid, &magic, peer.seg_base, sizeof(magic)) == 0 && magic == magic_;
+    out->cma = cma_check(peer.pid, peer.seg_base, magic_);
     return true;
 }
 

@@ -121,4 +121,10 @@ int cma_write(int pid, uint64_t raddr, const void *src, size_t len)
     return 0;
 }
 
+bool cma_check(int pid, uint64_t raddr, uint64_t expected)
+{
+    uint64_t seen = 0;
+    return pid > 0 && cma_read(pid, &seen, raddr, sizeof(seen)) == 0 && seen == expected;
+}
+
 }  // namespace rdrp::shm

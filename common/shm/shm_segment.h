@@ -46,6 +46,10 @@ void segment_release(Segment *s);
 int cma_read(int pid, void *dst, uint64_t raddr, size_t len);
 /* Copy len bytes from src to raddr in process pid.  0, or -errno. */
 int cma_write(int pid, uint64_t raddr, const void *src, size_t len);
+/* Whether single copy works with pid and pid is the process a peer says
+ * it is: the 8 bytes at raddr there read as expected (a value only that
+ * process holds there: a segment's magic, a random cookie). */
+bool cma_check(int pid, uint64_t raddr, uint64_t expected);
 
 }  // namespace rdrp::shm
 

@@ -25,8 +25,11 @@
 #define BIG (1 << 20)
 
 /* rank 0's words (windows of displacement unit 1: D() is the byte offset) */
-enum { W_ADD64 = 0, W_CAS64, W_XOR64, W_MAX64, W_LOCKED64, W_ADD32 /* two int32 in one slot */, W_N };
+enum { W_ADD64 = 0, W_CAS64, W_XOR64, W_MAX64, W_LOCKED64, W_ADD32 /* two int32 in one slot */, W_OR64,
+       W_SWAP64, W_N };
 #define D(w) ((MPI_Aint)(w) * 8)
+
+static int64_t swap_seen[64]; /* rank 0: the old values the swaps returned */
 
 static void counters(MPI_Win win, int rank, int size)
 {
@@ -52,8 +55,19 @@ static void counters(MPI_Win win, int rank, int size)
         int64_t v = (int64_t)rank * 1000 + i;
         CHECK_MPI(MPI_Accumulate(&v, 1, MPI_INT64_T, 0, D(W_MAX64), 1, MPI_INT64_T, MPI_MAX, win));
     }
+    /* OR (btl atomic, no fetch) and REPLACE by fetch-and-op (btl swap) */
+    int64_t mybit = (int64_t)1 << (rank % 63), mine = rank + 1, old = -7;
+    CHECK_MPI(MPI_Accumulate(&mybit, 1, MPI_INT64_T, 0, D(W_OR64), 1, MPI_INT64_T, MPI_BOR, win));
+    CHECK_MPI(MPI_Fetch_and_op(&mine, &old, MPI_INT64_T, 0, D(W_SWAP64), MPI_REPLACE, win));
     CHECK_MPI(MPI_Win_flush_all(win));
-    (void)size;
+    /* the swaps form one chain: the old values returned, with the word's
+     * final value, are 0 and every rank's value once each */
+    int64_t *olds = rank == 0 ? mt_malloc(sizeof(int64_t) * (size_t)size) : NULL;
+    CHECK_MPI(MPI_Gather(&old, 1, MPI_INT64_T, olds, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
+    if (rank == 0) {
+        for (int r = 0; r < size; r++) swap_seen[r] = olds[r];
+        free(olds);
+    }
 }
 
 static void check_counters(const int64_t *w, int size)
@@ -67,6 +81,13 @@ static void check_counters(const int64_t *w, int size)
     CHECK_EQ(w[W_CAS64], (long long)size * ROUNDS, "compare-and-swap increments");
     CHECK_EQ(w[W_XOR64], (long long)x, "BXOR accumulate");
     CHECK_EQ(w[W_MAX64], (long long)(size - 1) * 1000 + ROUNDS - 1, "MAX accumulate");
+    int64_t ors = 0;
+    for (int r = 0; r < size; r++) ors |= (int64_t)1 << (r % 63);
+    CHECK_EQ(w[W_OR64], (long long)ors, "BOR accumulate");
+    int seen[65] = {0};
+    seen[w[W_SWAP64] >= 0 && w[W_SWAP64] <= size ? w[W_SWAP64] : 64]++;
+    for (int r = 0; r < size; r++) seen[swap_seen[r] >= 0 && swap_seen[r] <= size ? swap_seen[r] : 64]++;
+    for (int v = 0; v <= size; v++) CHECK_EQ(seen[v], 1, "value %d in the MPI_REPLACE chain", v);
 }
 
 static void one_window(MPI_Win win, int64_t *w, char *big, int rank, int size)

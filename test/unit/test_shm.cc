@@ -367,6 +367,19 @@ TEST(ShmSegment, SingleCopyReadAndWriteOfAnotherProcess)
     EXPECT_NE(cma_read(getpid(), got.data(), 16, 64), 0);
 }
 
+// cma_check: a peer is who it says only if the word it names reads as it
+// says (btl/credit writes into windows by CMA only after it).
+TEST(ShmSegment, CmaCheckNeedsTheExpectedWordAtThatPid)
+{
+    static volatile uint64_t word = 0x5eed5eed12345678ull;
+    const uint64_t addr = reinterpret_cast<uintptr_t>(&word);
+    EXPECT_TRUE(cma_check(getpid(), addr, word));
+    EXPECT_FALSE(cma_check(getpid(), addr, word + 1)) << "another value there: another process";
+    EXPECT_FALSE(cma_check(getpid(), 16, word)) << "an unmapped address";
+    EXPECT_FALSE(cma_check(0, addr, word));
+    EXPECT_FALSE(cma_check(-1, addr, word));
+}
+
 // The consumer reads entry headers another process wrote.  It used their
 // length and header length as they were: a forged length handed out bytes
 // past the ring (and a skip marker of any length moved the head anywhere).
