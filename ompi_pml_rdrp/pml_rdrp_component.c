@@ -273,7 +273,8 @@ static int rdrp_register(void)
     reg_double("credit_wait_us",
                "Microseconds a send without credit waits for one before it goes by rendezvous (whose RTS needs "
                "no credit: a receiver waiting for a message stuck behind a full mailbox of unmatched ones "
-               "always gets its envelope)",
+               "always gets its envelope); to an on-node peer counted from when it has read every message "
+               "in its ring",
                &p->credit_wait_us, OPAL_INFO_LVL_5);
     reg_size("send_buffer",
              "Bytes per process of early-completed copies: a standard send that waits for credit completes at "

@@ -82,6 +82,13 @@ bool try_leave(Request *r, double now)
         uint32_t piggy;
         if (credit_take(vpid_of(r->ep), &piggy, false)) {
             rc = send_eager(r, r->seq, true, piggy);
+        } else if (peer_has_unread(r->ep)) {
+            /* the receiver has not read what we sent yet (it is away:
+             * asleep, descheduled, computing): nothing it waits for can
+             * be stuck behind its mailbox, and an RTS would wait for it
+             * like the credits do.  The wait is counted from its reading. */
+            r->wait_since = now;
+            return false;
         } else if (now - r->wait_since >= p.credit_wait_us * 1e-6) {
             ++stats.credit_wait_timeouts;  /* the envelope goes ahead without a credit */
             rc = send_rts(r, r->seq);

@@ -10,7 +10,11 @@
  *  - by rendezvous, whose RTS needs no credit, once it has waited
  *    pml_rdrp_credit_wait_us: so a receiver that waits for a message stuck
  *    behind a full mailbox of unmatched ones always gets its envelope, and
- *    no legal program can deadlock on credits.
+ *    no legal program can deadlock on credits.  To a ring peer the wait
+ *    counts only while the receiver has read everything in its ring: one
+ *    that has not is away (asleep, descheduled: MPICH's threads test on 2
+ *    cores gave up on credit for 2 of 3 messages and paid a rendezvous
+ *    for each), not stuck, and an RTS would wait for it as the credits do.
  * While a blocking standard send (MPI_Send) waits, its data is copied and
  * the call returns at once (as an eager send would), but only within
  * pml_rdrp_send_buffer bytes of such copies per process; beyond that the

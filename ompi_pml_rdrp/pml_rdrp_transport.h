@@ -97,6 +97,14 @@ inline bool am_can_send_now(Endpoint *ep, size_t hlen, size_t plen)
     return ep->shm && ep->backlog.empty() && ep->node.tx.has_room(hlen, plen);
 }
 
+/* ep has not yet read everything we sent it: a ring peer with messages
+ * still in its ring or in our backlog.  false for a peer reached through
+ * UCX, whose reading we cannot see. */
+inline bool peer_has_unread(Endpoint *ep)
+{
+    return ep->shm && (!ep->backlog.empty() || !ep->node.tx.drained());
+}
+
 /* The handler of message `id` when it comes through a ring (the same
  * functions UCX calls for its active messages). */
 void transport_set_handler(unsigned id, ucp_am_recv_callback_t cb);

@@ -282,6 +282,14 @@ public:
     }
 
 
+    /* The consumer has read every message pushed so far (one load of
+     * the consumer's head: its cache line, no more). */
+    bool drained()
+    {
+        if (head_seen_ != tail_) head_seen_ = ctl_->head.load(std::memory_order_acquire);
+        return head_seen_ == tail_;
+    }
+
     /* The consumer has probably taken everything (it just sent us a
      * message): the next push() looks whether it can rewind. */
     void hint_drained() { hinted_ = true; }

@@ -13,6 +13,12 @@
  *  - a receiver that waits for a message stuck behind a mailbox full of
  *    unmatched ones (the producer sends more than the mailbox holds, then
  *    the message the consumer asks for first): must not deadlock;
+ *  - a consumer away from MPI (asleep, descheduled) while the producer's
+ *    sends wait for credit: under pml/rdrp with a shared-memory ring to
+ *    the consumer, the waiting sends must not give up on credit and go by
+ *    rendezvous (the consumer has not read what is in its ring yet, so
+ *    nothing it could wait for is stuck behind its mailbox, and a
+ *    rendezvous would need the absent consumer twice over);
  * Under pml/rdrp (through MPI_T): the sender's early-completed copies
  * never exceed pml_rdrp_send_buffer, the mailbox never exceeds its size,
  * and sends did wait for credit.  Other PMLs (btl/credit under ob1, the
@@ -167,6 +173,57 @@ int main(int argc, char **argv)
                 CHECK_BUF(rb, 64, 0, 20, i, "flood message %d (order)", i);
             }
         }
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    }
+
+    mt_section("consumer away from MPI while sends wait for credit");
+    {
+        /* windows of more eager messages than the whole mailbox; the
+         * consumer sleeps before it receives each one */
+        pvar_t timeouts, ring;
+        pvar_open(&timeouts, "pml_rdrp_credit_wait_timeouts");
+        pvar_open(&ring, "pml_rdrp_shm_sent");
+        if (rdrp) CHECK(timeouts.ok && ring.ok, "pml/rdrp MPI_T variables missing");
+        unsigned long t0 = timeouts.ok ? pvar_read(&timeouts) : 0, r0 = ring.ok ? pvar_read(&ring) : 0;
+        const int windows = 4, n = (int)(slots > 0 ? slots : 256) + 4 * W, size = 16;
+        MPI_Request *rq = mt_malloc(sizeof(MPI_Request) * (size_t)n);
+        char *b = mt_malloc((size_t)n * size);
+        for (int k = 0; k < windows; k++) {
+            if (mt_rank == 0) {
+                for (int i = 0; i < n; i++) {
+                    mt_fill(b + (size_t)i * size, size, 0, 40, k * n + i);
+                    CHECK_MPI(MPI_Isend(b + (size_t)i * size, size, MPI_BYTE, 1, 40, MPI_COMM_WORLD, &rq[i]));
+                }
+                CHECK_MPI(MPI_Waitall(n, rq, MPI_STATUSES_IGNORE));
+            } else if (mt_rank == 1) {
+                mt_sleep_ms(30);
+                for (int i = 0; i < n; i++)
+                    CHECK_MPI(MPI_Irecv(b + (size_t)i * size, size, MPI_BYTE, 0, 40, MPI_COMM_WORLD, &rq[i]));
+                MPI_Status *st = mt_malloc(sizeof(MPI_Status) * (size_t)n);
+                CHECK_MPI(MPI_Waitall(n, rq, st));
+                for (int i = 0; i < n; i++) {
+                    CHECK_STATUS(&st[i], 0, 40, size, "window %d message %d", k, i);
+                    CHECK_BUF(b + (size_t)i * size, (size_t)size, 0, 40, k * n + i, "window %d message %d (order)", k, i);
+                }
+                free(st);
+            }
+        }
+        unsigned long gave_up = timeouts.ok ? pvar_read(&timeouts) - t0 : 0;
+        unsigned long by_ring = ring.ok ? pvar_read(&ring) - r0 : 0;
+        if (mt_verbose && mt_rank == 0)
+            printf("[rank 0] %d windows of %d: %lu sends gave up waiting for credit, %lu ring messages\n", windows, n,
+                   gave_up, by_ring);
+        /* a few may give up in the moments between the consumer's reading
+         * its ring and its credits arriving; before the fix every send
+         * beyond the credits did (hundreds per window) */
+        if (rdrp && credit_on && mt_rank == 0 && by_ring > 0)
+            CHECK(gave_up <= (unsigned long)windows * 4,
+                  "%lu of %d sends to a consumer that had not read its ring yet gave up waiting for credit and "
+                  "went by rendezvous", gave_up, windows * n);
+        free(b);
+        free(rq);
+        pvar_close(&timeouts);
+        pvar_close(&ring);
         CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     }
 
