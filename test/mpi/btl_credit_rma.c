@@ -6,7 +6,11 @@
  *  - windows from MPI_Win_create (user memory) and MPI_Win_allocate;
  *  - passive target, all ranks at once on rank 0's words:
  *    MPI_Fetch_and_op SUM on 64- and 32-bit integers (btl fetch-and-add),
- *    an increment by MPI_Compare_and_swap retries (btl compare-and-swap),
+ *    an increment by MPI_Compare_and_swap retries on 64-bit integers (btl
+ *    compare-and-swap) and on 32-bit ones, which must leave the other half
+ *    of their 64-bit word alone (Open MPI 4.1.4's osc/rdma looks for the
+ *    btl's 32-bit atomics in btl_flags instead of btl_atomic_flags, so
+ *    it never asks a btl for them: a get and put under its peer lock),
  *    MPI_Accumulate BXOR (btl atomic, no fetch) and MAX (no btl atomic:
  *    osc/rdma's get-op-put), and exclusive-lock read-modify-write
  *    (osc/rdma's lock words);
@@ -26,7 +30,7 @@
 
 /* rank 0's words (windows of displacement unit 1: D() is the byte offset) */
 enum { W_ADD64 = 0, W_CAS64, W_XOR64, W_MAX64, W_LOCKED64, W_ADD32 /* two int32 in one slot */, W_OR64,
-       W_SWAP64, W_N };
+       W_SWAP64, W_CAS32 /* two int32 in one slot */, W_N };
 #define D(w) ((MPI_Aint)(w) * 8)
 
 static int64_t swap_seen[64]; /* rank 0: the old values the swaps returned */
@@ -49,6 +53,17 @@ static void counters(MPI_Win win, int rank, int size)
             if (got == seen) break;
             seen = got;
             if (!CHECK(tries < 100000, "compare-and-swap never won")) break;
+        }
+        int32_t seen32 = 0;
+        CHECK_MPI(MPI_Fetch_and_op(NULL, &seen32, MPI_INT32_T, 0, D(W_CAS32), MPI_NO_OP, win));
+        CHECK_MPI(MPI_Win_flush(0, win));
+        for (int tries = 0;; tries++) {
+            int32_t want = seen32 + 1, got = 0;
+            CHECK_MPI(MPI_Compare_and_swap(&want, &seen32, &got, MPI_INT32_T, 0, D(W_CAS32), win));
+            CHECK_MPI(MPI_Win_flush(0, win));
+            if (got == seen32) break;
+            seen32 = got;
+            if (!CHECK(tries < 100000, "32-bit compare-and-swap never won")) break;
         }
         int64_t bit = (int64_t)1 << ((rank * ROUNDS + i) % 63);
         CHECK_MPI(MPI_Accumulate(&bit, 1, MPI_INT64_T, 0, D(W_XOR64), 1, MPI_INT64_T, MPI_BXOR, win));
@@ -79,6 +94,8 @@ static void check_counters(const int64_t *w, int size)
     CHECK_EQ(((const int32_t *)w)[W_ADD32 * 2], (long long)size * ROUNDS, "32-bit fetch-and-add total");
     CHECK_EQ(((const int32_t *)w)[W_ADD32 * 2 + 1], 0, "the 32-bit neighbour word");
     CHECK_EQ(w[W_CAS64], (long long)size * ROUNDS, "compare-and-swap increments");
+    CHECK_EQ(((const int32_t *)w)[W_CAS32 * 2], (long long)size * ROUNDS, "32-bit compare-and-swap increments");
+    CHECK_EQ(((const int32_t *)w)[W_CAS32 * 2 + 1], 0, "the 32-bit compare-and-swap's neighbour word");
     CHECK_EQ(w[W_XOR64], (long long)x, "BXOR accumulate");
     CHECK_EQ(w[W_MAX64], (long long)(size - 1) * 1000 + ROUNDS - 1, "MAX accumulate");
     int64_t ors = 0;
