@@ -12,9 +12,10 @@
  *    behind a full mailbox of unmatched ones always gets its envelope, and
  *    no legal program can deadlock on credits.  To a ring peer the wait
  *    counts only while the receiver has read everything in its ring: one
- *    that has not is away (asleep, descheduled: MPICH's threads test on 2
- *    cores gave up on credit for 2 of 3 messages and paid a rendezvous
- *    for each), not stuck, and an RTS would wait for it as the credits do.
+ *    that has not is away (asleep, descheduled: two threads per rank
+ *    streaming 1-byte MPI_Sends on 2 cores, a third spinning, gave up on
+ *    credit for 1395 of 2000 messages and paid a rendezvous for each),
+ *    not stuck, and an RTS would wait for it as the credits do.
  * While a blocking standard send (MPI_Send) waits, its data is copied and
  * the call returns at once (as an eager send would), but only within
  * pml_rdrp_send_buffer bytes of such copies per process; beyond that the
