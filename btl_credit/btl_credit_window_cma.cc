@@ -52,7 +52,7 @@ void window_cma_stamp(mca_btl_base_registration_handle_t *h)
  * the kernel let us copy to it?  Remembered in ep->cma_pid. */
 static bool check_peer(mca_btl_base_endpoint_t *ep, const mca_btl_base_registration_handle_t *h)
 {
-    const bool ok = h->owner_pid > 0 && h->owner_pid < (1ull << 31) && h->cookie != 0 &&
+    const bool ok = h->owner_pid < (1ull << 31) && h->cookie != 0 &&  /* cma_check refuses pid 0 */
                     rdrp::shm::cma_check(static_cast<int>(h->owner_pid), h->cookie_addr, h->cookie);
     BTL_CREDIT_VERBOSE(5, "windows of %s (pid %llu): %s", OPAL_NAME_PRINT(ep->name),
                        (unsigned long long)h->owner_pid,

@@ -248,8 +248,7 @@ public:
                 /* drained?  then go back to the start of the ring (see top) */
                 if (hinted) hint_tried_ = tail_;
                 else rewind_tried_ = tail_;
-                if (head_seen_ != tail_) head_seen_ = ctl_->head.load(std::memory_order_acquire);
-                if (head_seen_ == tail_) skip = size_ - off;
+                if (drained()) skip = size_ - off;
             }
         }
         hinted_ = false;
