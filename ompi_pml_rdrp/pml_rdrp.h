@@ -70,7 +70,6 @@ typedef struct mca_pml_rdrp_counters {
     uint64_t rndv_am;          /* ... of which over the am data path */
     uint64_t rndv_cma;         /* ... of which over the cma data path (one kernel copy on the node) */
     uint64_t rndv_rma;         /* ... of which over the rma data path */
-    uint64_t rndv_ucx;         /* ... of which as one UCX rendezvous (the ucx data path) */
     uint64_t unexpected;       /* arrivals that found no posted receive */
     uint64_t chunks;           /* rendezvous chunks pulled by this receiver */
     uint64_t rndv_rdrp;        /* rendezvous messages sent with the rdrp protocol */

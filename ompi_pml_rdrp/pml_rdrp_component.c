@@ -68,8 +68,7 @@ static const mca_base_var_enum_value_t rndv_protocol_values[] = {
     {RDRP_RNDV_PUT, "put"}, {0, NULL}};
 
 static const mca_base_var_enum_value_t data_path_values[] = {
-    {RDRP_PATH_AUTO, "auto"}, {RDRP_PATH_RMA, "rma"}, {RDRP_PATH_AM, "am"}, {RDRP_PATH_CMA, "cma"},
-    {RDRP_PATH_UCX, "ucx"}, {0, NULL}};
+    {RDRP_PATH_AUTO, "auto"}, {RDRP_PATH_RMA, "rma"}, {RDRP_PATH_AM, "am"}, {RDRP_PATH_CMA, "cma"}, {0, NULL}};
 
 /* Valid values of every parameter (common/params/param_check.h): checked
  * at open, before any traffic, and appended to each help string.  The
@@ -77,8 +76,7 @@ static const mca_base_var_enum_value_t data_path_values[] = {
  * data_path_values above. */
 _Static_assert(RDRP_RNDV_AUTO == 0 && RDRP_RNDV_RDRP == 1 && RDRP_RNDV_GET == 2 && RDRP_RNDV_PUT == 3,
                "rndv_protocol words below");
-_Static_assert(RDRP_PATH_AUTO == 0 && RDRP_PATH_RMA == 1 && RDRP_PATH_AM == 2 && RDRP_PATH_CMA == 3 &&
-                   RDRP_PATH_UCX == 4,
+_Static_assert(RDRP_PATH_AUTO == 0 && RDRP_PATH_RMA == 1 && RDRP_PATH_AM == 2 && RDRP_PATH_CMA == 3,
                "data_path words below");
 #define P_INT(n, lo, hi) {"pml_rdrp_" #n, RDRP_PARAM_INT, &mca_pml_rdrp_params.n, lo, hi, 0, 0, NULL}
 #define P_DBL(n, lo, hi) {"pml_rdrp_" #n, RDRP_PARAM_DOUBLE, &mca_pml_rdrp_params.n, lo, hi, 0, 0, NULL}
@@ -97,7 +95,7 @@ static const rdrp_param_rule_t param_rules[] = {
     P_ENUM(rndv_protocol, "0=auto|1=rdrp|2=get|3=put"),
     P_ULL(get_limit, get_limit, ANY_SIZE),
     P_INT(put_poll_value, -1, 255),
-    P_ENUM(data_path, "0=auto|1=rma|2=am|3=cma|4=ucx"),
+    P_ENUM(data_path, "0=auto|1=rma|2=am|3=cma"),
     P_ULL(auto_rma_min, auto_rma_min, ANY_SIZE),
     P_INT(shm, 0, 1),
     P_INT(shm_prefault, 0, 1),
@@ -224,10 +222,8 @@ static int rdrp_register(void)
              "How rendezvous chunks move: rma (ucp_get_nbx from the sender's registered buffer), "
              "am (UCX active-message rendezvous accepted by the receiver with ucp_am_recv_data_nbx), "
              "cma (peers on the node: the receiver reads the sender's buffer with one kernel copy, "
-             "process_vm_readv), ucx (no chunks: the whole message as one UCX active-message rendezvous "
-             "whose header is the RTS, received when the receive matches it: one handshake, UCX's), "
-             "auto (cma on the node when the shared-memory transport and CMA work, else am; off the node "
-             "rma where UCX has a native get to the peer, else ucx)",
+             "process_vm_readv), auto (cma on the node when the shared-memory transport and CMA work, "
+             "else am; rma off-node)",
              &p->data_path, OPAL_INFO_LVL_4);
     reg_size("auto_rma_min",
              "With pml_rdrp_data_path=auto, on-node messages of at least this size use the rma path "
@@ -405,8 +401,6 @@ static void register_pvars(void)
     reg_pvar("rndv_sent", "Messages sent with a rendezvous protocol", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_sent);
     reg_pvar("rndv_am", "Rendezvous messages sent over the am data path", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_am);
     reg_pvar("rndv_rma", "Rendezvous messages sent over the rma data path", MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_rma);
-    reg_pvar("rndv_ucx", "Rendezvous messages sent as one UCX rendezvous (the ucx data path)",
-             MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_ucx);
     reg_pvar("rndv_cma", "Rendezvous messages sent over the cma data path (one kernel copy on the node)",
              MCA_BASE_PVAR_CLASS_COUNTER, &k->rndv_cma);
     reg_pvar("unexpected", "Arrivals that found no matching posted receive", MCA_BASE_PVAR_CLASS_COUNTER, &k->unexpected);

@@ -68,7 +68,6 @@ const char *path_name(int path)
     switch (path) {
     case RDRP_PATH_RMA: return "rma";
     case RDRP_PATH_CMA: return "cma";
-    case RDRP_PATH_UCX: return "ucx";
     default: return "am";
     }
 }
@@ -139,8 +138,7 @@ void explain_peer(const Endpoint *ep)
             snprintf(range, sizeof(range), "%zu ..", r.lo);
         else
             snprintf(range, sizeof(range), "%zu .. %zu", r.lo, r.hi);
-        bool pulled = !r.c.eager && r.c.proto == RDRP_PROTO_RDRP && !r.c.whole_in_rts &&
-                      r.c.path != RDRP_PATH_UCX;
+        bool pulled = !r.c.eager && r.c.proto == RDRP_PROTO_RDRP && !r.c.whole_in_rts;
         snprintf(first, sizeof(first), "%s", "-");
         if (!r.c.eager && r.c.proto == RDRP_PROTO_RDRP)
             snprintf(first, sizeof(first), r.c.whole_in_rts ? "all" : "%zu", r.c.first);
@@ -149,7 +147,7 @@ void explain_peer(const Endpoint *ep)
         if (pulled) {
             snprintf(chunk, sizeof(chunk), "%zu", r.c.path == RDRP_PATH_CMA ? p.cma_chunk_size : p.chunk_size);
             snprintf(window, sizeof(window), "%d", p.max_outstanding);
-        } else if (!r.c.eager && (r.c.proto != RDRP_PROTO_RDRP || r.c.path == RDRP_PATH_UCX)) {
+        } else if (!r.c.eager && r.c.proto != RDRP_PROTO_RDRP) {
             snprintf(chunk, sizeof(chunk), "%s", "whole");
             snprintf(window, sizeof(window), "%d", 1);
         }

@@ -202,7 +202,7 @@ ucs_status_t am_eager_packed_cb(void *arg, const void *hdr, size_t hlen, void *d
 ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                        const ucp_am_recv_param_t *param)
 {
-    (void)arg;
+    (void)arg; (void)param;
     Guard guard;
     if (OPAL_UNLIKELY(hlen < sizeof(rdrp_rts_hdr_t))) {
         bad_header("RTS header length", hlen);
@@ -214,15 +214,6 @@ ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size
         bad_header(why, h.rkey_len);
         return UCS_OK;
     }
-    /* data is UCX's rendezvous descriptor exactly for the UCX path (a ring
-     * never carries one): anything else would be read as a payload */
-    bool whole = h.proto == RDRP_PROTO_RDRP && h.path == RDRP_PATH_UCX;
-    bool by_rndv = param != nullptr && (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV);
-    if (OPAL_UNLIKELY(whole != by_rndv)) {
-        bad_header(whole ? "RTS of a UCX rendezvous arrived as data" : "RTS arrived as a UCX rendezvous",
-                   h.path);
-        return UCS_OK;
-    }
     Unexpected *u = unex_alloc();
     if (!u) mca_pml_rdrp_fatal("send-failed", "out of memory", "");
     if (h.flags & RDRP_FLAG_CREDIT) u->slot = credit_arrive(h.src_vpid, h.credits);
@@ -230,16 +221,8 @@ ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size
     u->flags = h.flags;
     u->sreq = h.sreq;
     u->total = h.total_len;
-    if (whole) {
-        /* the match (now or later) receives it; kept until then, and UCX
-         * keeps the descriptor while we return UCS_INPROGRESS */
-        u->ucx_desc = data;
-        u->data_len = 0;
-        u->data = nullptr;
-    } else {
-        u->data_len = len;
-        u->data = static_cast<char *>(data);
-    }
+    u->data_len = len;
+    u->data = static_cast<char *>(data);
     u->path = h.path;
     u->proto = h.proto;
     u->raddr = h.raddr;
@@ -247,7 +230,7 @@ ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size
     u->rkey_len = h.rkey_len;
     std::memcpy(u->rkey, static_cast<const char *>(hdr) + sizeof(h), h.rkey_len);
     handle_arrival(h.m, u);
-    return whole ? UCS_INPROGRESS : UCS_OK;
+    return UCS_OK;
 }
 
 /* ------------------------------------------------------------ posting */

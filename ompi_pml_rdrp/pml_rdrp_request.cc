@@ -292,7 +292,6 @@ Unexpected *unex_alloc()
     u->rkey_len = 0;
     u->slot = -1;
     u->credit_due = false;
-    u->ucx_desc = nullptr;
     return u;
 }
 
@@ -306,10 +305,6 @@ void unex_release(Unexpected *u)
         int32_t slot = u->slot;
         u->slot = -1;
         credit_slot_free(slot);
-    }
-    if (u->ucx_desc) {  /* never received (communicator freed, finalize): UCX tells the sender */
-        ucp_am_data_release(g.worker, u->ucx_desc);
-        u->ucx_desc = nullptr;
     }
     if (u->owns_data) free(u->data);
     u->data = nullptr;

@@ -155,9 +155,6 @@ struct Unexpected {
     uint8_t  proto;
     uint16_t rkey_len;
     uint64_t raddr, region_id;
-    void    *ucx_desc;       /* path UCX RTS: UCX's rendezvous descriptor (data still at the
-                                sender) until the match receives it; released (UCX then
-                                completes the sender) if nobody does */
     int32_t  slot;           /* credit mailbox slot holding the payload, or -1 */
     bool     credit_due;     /* gated eager packet not yet accounted in the credit
                                 engine (see credit_consumed) */
@@ -362,12 +359,10 @@ static inline int data_path_for(const Endpoint *ep, size_t len)
 }
 /* payload bytes an rdrp-protocol RTS to ep carries (credit permitting):
  * none for an eager-size message (it only goes by RTS when it waited for
- * a credit in vain), on the cma path (the receiver reads it all) or the
- * ucx path (UCX's rendezvous carries it all) */
+ * a credit in vain) or on the cma path (the receiver reads it all) */
 static inline size_t rts_first_chunk_for(const Endpoint *ep, size_t len)
 {
-    int path = data_path_for(ep, len);
-    if (eager_for(ep, len) || path == RDRP_PATH_CMA || path == RDRP_PATH_UCX) return 0;
+    if (eager_for(ep, len) || data_path_for(ep, len) == RDRP_PATH_CMA) return 0;
     return len < mca_pml_rdrp_params.rndv_first_chunk ? len : mca_pml_rdrp_params.rndv_first_chunk;
 }
 

@@ -147,81 +147,6 @@ static void chunk_recv_done(void *request, ucs_status_t status, size_t length, v
     if (r->received == r->want && r->inflight == 0) rndv_recv_finish(r);
 }
 
-/* ------------------------------------------------------------ ucx path */
-/* A receive that is not the message's exact contiguous image (a
- * non-contiguous type, or a buffer smaller than the message) takes UCX's
- * data through this generic datatype: what fits goes through the
- * request's convertor, the rest of a truncated message is dropped, so no
- * staging of the message's size is needed. */
-static size_t sink_size(void *state) { return static_cast<Request *>(state)->total; }
-static void *sink_start(void *context, void *buffer, size_t count)
-{
-    (void)context; (void)count;
-    return buffer;  /* the Request */
-}
-static ucs_status_t sink_unpack(void *state, size_t offset, const void *src, size_t len)
-{
-    Request *r = static_cast<Request *>(state);
-    if (offset < r->want) req_unpack(r, offset, src, std::min(len, r->want - offset));
-    return UCS_OK;
-}
-static void sink_finish(void *state) { (void)state; }
-
-static ucp_datatype_t sink_datatype()
-{
-    static ucp_datatype_t dt;
-    static bool made;
-    if (!made) {
-        ucp_generic_dt_ops_t ops = {};
-        ops.start_unpack = sink_start;
-        ops.packed_size = sink_size;
-        ops.unpack = sink_unpack;
-        ops.finish = sink_finish;
-        if (ucp_dt_create_generic(&ops, nullptr, &dt) != UCS_OK)
-            mca_pml_rdrp_fatal("send-failed", "UCX generic datatype for a rendezvous receive", "");
-        made = true;
-    }
-    return dt;
-}
-
-static void whole_recv_done(void *request, ucs_status_t status, size_t length, void *user_data)
-{
-    (void)length;
-    Request *r = static_cast<Request *>(user_data);
-    if (request) ucp_request_free(request);
-    if (status != UCS_OK) fatal_peer_status(r->ep, "rendezvous receive", status);
-    r->received = r->want;
-    req_complete(r);
-}
-
-/* Receive a path-UCX message: UCX's rendezvous moves it, starting now. */
-static void whole_recv_start(Request *r, void *desc)
-{
-    transport_ucx_busy = true;  /* UCX's transfer needs our progress */
-    ucp_request_param_t p;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
-    p.cb.recv_am = whole_recv_done;
-    p.user_data = r;
-    void *dst;
-    size_t count;
-    if (r->contig && r->want == r->total) {
-        p.datatype = ucp_dt_make_contig(1);
-        dst = r->data;
-        count = r->want;
-    } else {
-        p.datatype = sink_datatype();
-        dst = r;
-        count = 1;
-    }
-    /* count 0 (an empty message): UCX completes the sender at once */
-    ucs_status_ptr_t sp = ucp_am_recv_data_nbx(g.worker, desc, dst, r->total ? count : 0, &p);
-    if (sp == nullptr) {
-        whole_recv_done(nullptr, UCS_OK, r->want, r);
-    } else if (UCS_PTR_IS_ERR(sp)) {
-        fatal_peer_status(r->ep, "rendezvous receive", UCS_PTR_STATUS(sp));
-    }
-}
-
 /* ------------------------------------------------------------ match of an RTS */
 void rndv_recv_start(Request *r, Unexpected *u)
 {
@@ -238,13 +163,6 @@ void rndv_recv_start(Request *r, Unexpected *u)
     r->chunk = mca_pml_rdrp_params.chunk_size;
     r->window = static_cast<size_t>(mca_pml_rdrp_params.max_outstanding);
     r->ep = comm_endpoint(r->comm, u->match.src);
-    if (r->rpath == RDRP_PATH_UCX) {
-        void *desc = u->ucx_desc;
-        u->ucx_desc = nullptr;  /* ours now: unex_release must not drop it */
-        unex_release(u);
-        whole_recv_start(r, desc);
-        return;
-    }
     if (!r->contig && r->want > 0) {
         r->staging = static_cast<char *>(malloc(r->want));
         if (!r->staging) mca_pml_rdrp_fatal("send-failed", "out of memory (rendezvous staging)", "");

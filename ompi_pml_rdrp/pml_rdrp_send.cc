@@ -153,21 +153,6 @@ int send_rts(Request *r, uint32_t seq)
         ++stats.rndv_put;
         break;
     default:
-        if (r->packed > 0 && data_path_for(r) == RDRP_PATH_UCX) {
-            /* the whole message as one UCX rendezvous with this RTS as its
-             * header: no first chunk, no CTS, no FIN; UCX completes the send
-             * once the receiver has taken (or dropped) the data */
-            h->path = RDRP_PATH_UCX;
-            r->rndv = false;
-            transport_ucx_busy = true;
-            ++stats.rndv_ucx;
-            ++stats.rndv_rdrp;
-            ++stats.rndv_sent;
-            if (am_send(r->ep, RDRP_AM_RTS, h, sizeof(*h), r->data, r->packed, UCP_AM_SEND_FLAG_RNDV,
-                        send_ucx_cb, r) == TX_PENDING)
-                ++r->ucx_pending;
-            return OMPI_SUCCESS;
-        }
         /* (a CMA receiver reads the whole message in one copy: a first
          * chunk would only be copied twice more, into and out of the ring) */
         r->first_len = rts_first_chunk_for(r->ep, r->packed);

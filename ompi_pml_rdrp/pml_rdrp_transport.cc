@@ -192,14 +192,10 @@ Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
         /* under auto, pull by GET only where UCX has a get protocol to this
          * peer: over TCP (UCX 1.13) GET is emulated by active messages that
          * the sender's progress must serve (measured across two namespace
-         * nodes: 906 MB/s at 1 MiB against 3114 MB/s by the am path).
-         * Without it, each message is one UCX rendezvous (the ucx path):
-         * the am path's CTS and per-chunk UCX handshakes queue behind bulk
-         * data in the same TCP stream when both sides send */
+         * nodes: 906 MB/s at 1 MiB against 3114 MB/s by the am path) */
         if (rdrp_ucx_ep_native_get(ucx_ep(ep)) != 1) {
-            ep->path = RDRP_PATH_UCX;
-            why = "UCX has no native get to it (GET would be emulated by active messages): one UCX "
-                  "rendezvous per message";
+            ep->path = RDRP_PATH_AM;
+            why = "UCX has no native get to it (GET would be emulated by active messages)";
         } else {
             ep->path = RDRP_PATH_RMA;
             why = "UCX has a native get to it";
@@ -226,18 +222,14 @@ Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
         ep->eager_limit = static_cast<size_t>(p.shm_cma_min) - 1;
         eager_from = "pml_rdrp_shm_cma_min: a single copy is cheaper than the ring from there";
     }
-    if (!ep->shm && ep->remote && (ep->path == RDRP_PATH_AM || ep->path == RDRP_PATH_UCX) &&
-        p.am_eager_limit > ep->eager_limit) {
+    if (!ep->shm && ep->remote && ep->path == RDRP_PATH_AM && p.am_eager_limit > ep->eager_limit) {
         ep->eager_limit = p.am_eager_limit;
-        eager_from = "pml_rdrp_am_eager_limit: a remote peer on the am or ucx path";
+        eager_from = "pml_rdrp_am_eager_limit: a remote peer on the am path";
     }
     RDRP_VERBOSE(5, "peer %s: %s, messages by %s, rendezvous data by %s because %s; eager limit %zu (%s)",
                  OPAL_NAME_PRINT(proc->super.proc_name), ep->remote ? "remote" : "on this node",
                  ep->shm ? "shared-memory ring" : "UCX active messages",
-                 ep->path == RDRP_PATH_CMA   ? "CMA (single copy)"
-                 : ep->path == RDRP_PATH_RMA ? "UCX RMA"
-                 : ep->path == RDRP_PATH_UCX ? "one UCX AM rendezvous per message"
-                                             : "UCX AM rendezvous chunks",
+                 ep->path == RDRP_PATH_CMA ? "CMA (single copy)" : ep->path == RDRP_PATH_RMA ? "UCX RMA" : "UCX AM rendezvous",
                  why, (size_t)ep->eager_limit, eager_from);
     return ep;
 }

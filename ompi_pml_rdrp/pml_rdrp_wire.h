@@ -53,12 +53,8 @@ typedef struct rdrp_eager_hdr {
 
 /* rdrp protocol data paths (rdrp_rts_hdr_t.path; also pml_rdrp_data_path,
  * where AUTO picks one per peer).  CMA: the receiver reads the sender's
- * memory at raddr with one kernel copy (peers on one node).  UCX: the RTS
- * is the header of one UCX active-message rendezvous carrying the whole
- * message; the match starts UCX's transfer (ucp_am_recv_data_nbx), so
- * the data still moves only once the receiver wants it, after a single
- * handshake (UCX's) instead of our CTS plus UCX's per chunk. */
-enum { RDRP_PATH_AUTO = 0, RDRP_PATH_RMA = 1, RDRP_PATH_AM = 2, RDRP_PATH_CMA = 3, RDRP_PATH_UCX = 4 };
+ * memory at raddr with one kernel copy (peers on one node). */
+enum { RDRP_PATH_AUTO = 0, RDRP_PATH_RMA = 1, RDRP_PATH_AM = 2, RDRP_PATH_CMA = 3 };
 
 /* rendezvous protocols (rdrp_rts_hdr_t.proto) */
 enum { RDRP_PROTO_RDRP = 0, RDRP_PROTO_GET = 1, RDRP_PROTO_PUT = 2 };
@@ -68,12 +64,12 @@ typedef struct rdrp_rts_hdr {
     uint16_t flags;
     uint8_t  proto;      /* RDRP_PROTO_* */
     uint8_t  last_byte;  /* unused (was the get protocol's poll byte); kept for the layout */
-    uint8_t  path;       /* rdrp protocol: RDRP_PATH_* (not AUTO) */
+    uint8_t  path;       /* rdrp protocol: RDRP_PATH_RMA or RDRP_PATH_AM */
     uint8_t  pad;
     uint16_t rkey_len;   /* rma path: packed rkey bytes following this header */
     uint64_t sreq;
     uint64_t total_len;  /* packed message size */
-    uint64_t first_len;  /* payload bytes carried in this RTS (path UCX: none, UCX carries them all) */
+    uint64_t first_len;  /* payload bytes carried in this RTS */
     uint64_t raddr;      /* rma path: remote address of byte 0 of the message */
     uint64_t region_id;  /* rma path: sender's registration id (rkey cache key) */
     uint32_t src_vpid;   /* sender's process index, for flow control */

@@ -54,10 +54,7 @@ inline const char *check_packed_length(size_t hlen, size_t len)
 }
 
 /* RDRP_AM_RTS: header + rkey_len bytes of rkey as AM user header, the first
- * chunk as AM data of len bytes (path UCX: the whole message, announced by
- * UCX's rendezvous, len its size).  Call with hlen >= sizeof(rdrp_rts_hdr_t);
- * the caller checks that UCX delivered it by rendezvous exactly when the
- * path is UCX. */
+ * chunk as AM data of len bytes.  Call with hlen >= sizeof(rdrp_rts_hdr_t). */
 inline const char *check_rts(const rdrp_rts_hdr_t &h, size_t hlen, size_t len,
                              const CreditLimits &c)
 {
@@ -65,12 +62,6 @@ inline const char *check_rts(const rdrp_rts_hdr_t &h, size_t hlen, size_t len,
     if (h.rkey_len > RDRP_MAX_RKEY) return "RTS rkey too long";
     if (hlen != sizeof(rdrp_rts_hdr_t) + h.rkey_len) return "RTS length differs from its rkey length";
     if (h.proto > RDRP_PROTO_PUT) return "RTS names an unknown protocol";
-    if (h.proto == RDRP_PROTO_RDRP && h.path == RDRP_PATH_UCX) {
-        /* len: the size UCX's rendezvous announces, all of it still at the sender */
-        if (h.first_len != 0) return "RTS of a UCX rendezvous carries a first chunk";
-        if (len != h.total_len) return "RTS size differs from its UCX rendezvous";
-        return h.flags & RDRP_FLAG_CREDIT ? "RTS of a UCX rendezvous takes a credit" : nullptr;
-    }
     if (h.first_len != len) return "RTS first chunk length differs from its data";
     if (h.first_len > h.total_len) return "RTS first chunk larger than the message";
     if (h.proto == RDRP_PROTO_RDRP) {

@@ -70,11 +70,6 @@ static void pml_seeds()
     r.path = RDRP_PATH_AM;
     r.rkey_len = 0;
     write("pml_wire", "rts_rdrp_am", pml(2, r, 0, 8192));
-    r.path = RDRP_PATH_UCX;  // the whole message as UCX's rendezvous: len = its size
-    r.first_len = 0;
-    write("pml_wire", "rts_rdrp_ucx", pml(2, r, 0, 1 << 20));
-    r.path = RDRP_PATH_AM;
-    r.first_len = 8192;
     r.proto = RDRP_PROTO_GET;
     r.first_len = 0;
     r.rkey_len = 48;

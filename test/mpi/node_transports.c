@@ -2,9 +2,8 @@
  * node_transports: across nodes (test/cluster), pml/rdrp carries messages to
  * a peer on the same node through shared memory and to a peer on another
  * node through UCX (TCP), and a remote peer's rendezvous data takes the path
- * UCX really supports to it: under pml_rdrp_data_path auto, "ucx" over TCP
- * (UCX 1.13 emulates GET there: each message one UCX rendezvous), never
- * CMA, never the emulated RMA.
+ * UCX really supports to it: under pml_rdrp_data_path auto, "am" over TCP
+ * (UCX 1.13 emulates GET there), never CMA, never the emulated RMA.
  *
  * Checked per peer class with pml/rdrp's MPI_T counters: this process sends
  * only to its on-node peers (small, eager and large messages), reads the
@@ -24,19 +23,18 @@
  *   samples (24 MiB per peer) go by UCX eager: btl_credit_eager_puts counts some, and the data still arrives
  *   whole (the target copies an eager put in before ob1's FIN is handled)
  * MPITEST_EXPECT_NODES=N  the job spans N nodes with distinct hostnames
- * MPITEST_EXPECT_REMOTE_PATH=ucx|am|rma  data path of a remote rdrp rendezvous
- *   (default ucx; the forced one when pml_rdrp_data_path says so)
+ * MPITEST_EXPECT_REMOTE_PATH=am|rma  data path of a remote rdrp rendezvous
+ *   (default am; "rma" when pml_rdrp_data_path rma forces it)
  * MPITEST_EXPECT_LOCAL_PATH=cma|am|rma  data path on the node (default cma)
  */
 #include "mpitest.h"
 #include "mpitest_mpit.h"
 #include "mpitest_nodes.h"
 
-enum { C_SHM, C_UCX, C_CMA, C_AM, C_RMA, C_WHOLE, C_RDRP, C_CPK, C_CREQ, C_N };
+enum { C_SHM, C_UCX, C_CMA, C_AM, C_RMA, C_RDRP, C_CPK, C_CREQ, C_N };
 static const char *const cnames[C_N] = {"pml_rdrp_shm_sent",   "pml_rdrp_ucx_sent", "pml_rdrp_rndv_cma",
-                                        "pml_rdrp_rndv_am",    "pml_rdrp_rndv_rma", "pml_rdrp_rndv_ucx",
-                                        "pml_rdrp_rndv_rdrp",  "pml_rdrp_credit_packets",
-                                        "pml_rdrp_credit_requests"};
+                                        "pml_rdrp_rndv_am",    "pml_rdrp_rndv_rma", "pml_rdrp_rndv_rdrp",
+                                        "pml_rdrp_credit_packets", "pml_rdrp_credit_requests"};
 static pvar_t pv[C_N];
 enum { B_PUTS, B_GETS, B_N };
 static const char *const bnames[B_N] = {"btl_credit_puts", "btl_credit_gets"};
@@ -102,7 +100,7 @@ static int local_rndv_per_peer(int cma_path)
 
 static int path_index(const char *p)
 {
-    return strcmp(p, "cma") == 0 ? C_CMA : strcmp(p, "rma") == 0 ? C_RMA : strcmp(p, "ucx") == 0 ? C_WHOLE : C_AM;
+    return strcmp(p, "cma") == 0 ? C_CMA : strcmp(p, "rma") == 0 ? C_RMA : C_AM;
 }
 
 int main(int argc, char **argv)
@@ -125,7 +123,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < B_N; i++) pvar_open(&bv[i], bnames[i]);
     const int credit = mt_pml_is("ob1") && bv[B_PUTS].ok && bv[B_GETS].ok;
     const char *rp = getenv("MPITEST_EXPECT_REMOTE_PATH"), *lp = getenv("MPITEST_EXPECT_LOCAL_PATH");
-    int remote_path = path_index(rp ? rp : "ucx"), local_path = path_index(lp ? lp : "cma");
+    int remote_path = path_index(rp ? rp : "am"), local_path = path_index(lp ? lp : "cma");
 
     char *sb = mt_malloc(MT_MAXSIZE), *rb = mt_malloc(MT_MAXSIZE);
     unsigned long a[C_N], b[C_N], c[C_N];
@@ -158,17 +156,17 @@ int main(int argc, char **argv)
         }
         unsigned long cred1 = d1[C_CPK] + d1[C_CREQ], cred2 = d2[C_CPK] + d2[C_CREQ];
         if (mt_verbose)
-            printf("[rank %d] on node: ring %lu ucx %lu cma %lu am %lu rma %lu whole %lu (credit %lu); remote: ring %lu "
-                   "ucx %lu cma %lu am %lu rma %lu whole %lu (credit %lu)\n",
-                   mt_rank, d1[C_SHM], d1[C_UCX], d1[C_CMA], d1[C_AM], d1[C_RMA], d1[C_WHOLE], cred1, d2[C_SHM],
-                   d2[C_UCX], d2[C_CMA], d2[C_AM], d2[C_RMA], d2[C_WHOLE], cred2);
+            printf("[rank %d] on node: ring %lu ucx %lu cma %lu am %lu rma %lu (credit %lu); remote: ring %lu ucx %lu "
+                   "cma %lu am %lu rma %lu (credit %lu)\n",
+                   mt_rank, d1[C_SHM], d1[C_UCX], d1[C_CMA], d1[C_AM], d1[C_RMA], cred1, d2[C_SHM], d2[C_UCX],
+                   d2[C_CMA], d2[C_AM], d2[C_RMA], cred2);
         if (sent_local > 0) {
             const int nrndv = local_rndv_per_peer(local_path == C_CMA);
             CHECK(d1[C_SHM] >= (unsigned long)sent_local - (unsigned long)(nrndv * nlocal),
                   "%d messages to peers on my node, only %lu through the shared-memory ring", sent_local, d1[C_SHM]);
             /* (the am data path moves rendezvous data by UCX's own
              * active-message rendezvous, on the node too) */
-            if (local_path != C_AM && local_path != C_WHOLE)
+            if (local_path != C_AM)
                 CHECK(d1[C_UCX] <= cred1, "%lu UCX messages (%lu of them credit packets) while sending only to peers "
                       "on my node", d1[C_UCX], cred1);
             CHECK(d1[local_path] == (unsigned long)(nrndv * nlocal),
@@ -183,8 +181,7 @@ int main(int argc, char **argv)
             CHECK(d2[C_CMA] == 0, "%lu rendezvous to remote peers went by CMA", d2[C_CMA]);
             if (d2[C_RDRP] > 0)  /* the rdrp protocol (not get/put) chose a data path */
                 CHECK(d2[remote_path] == d2[C_RDRP], "remote rendezvous: %lu by the expected data path (%s) of %lu "
-                      "(am %lu, rma %lu, ucx %lu)", d2[remote_path], rp ? rp : "ucx", d2[C_RDRP], d2[C_AM], d2[C_RMA],
-                      d2[C_WHOLE]);
+                      "(am %lu, rma %lu)", d2[remote_path], rp ? rp : "am", d2[C_RDRP], d2[C_AM], d2[C_RMA]);
         }
     }
     if (getenv("MPITEST_EXPECT_EAGER_PUTS") && credit) {

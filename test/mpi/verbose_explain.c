@@ -90,11 +90,10 @@ int main(int argc, char **argv)
 {
     char path[64];
     int saved, fd, provided, i;
-    pvar_t eager, am, rma, get, put, cma, whole, plans;
+    pvar_t eager, am, rma, get, put, cma, plans;
     const char *names[] = {"pml_rdrp_eager_sent", "pml_rdrp_rndv_am", "pml_rdrp_rndv_rma", "pml_rdrp_rndv_get",
-                           "pml_rdrp_rndv_put", "pml_rdrp_rndv_cma", "pml_rdrp_rndv_ucx"};
-    pvar_t *pv[] = {&eager, &am, &rma, &get, &put, &cma, &whole};
-    enum { NPV = sizeof pv / sizeof pv[0] };
+                           "pml_rdrp_rndv_put", "pml_rdrp_rndv_cma"};
+    pvar_t *pv[] = {&eager, &am, &rma, &get, &put, &cma};
     long long eager_limit = 0, first_chunk = 0, rma_min = 0, get_limit = 0, shm_eager = 0;
 
     snprintf(path, sizeof path, "/tmp/verbose_explain.%d.err", (int)getpid());
@@ -108,7 +107,7 @@ int main(int argc, char **argv)
 
     MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     mt_init(&argc, &argv, "verbose_explain");
-    for (i = 0; i < NPV; i++) pvar_open(pv[i], names[i]);
+    for (i = 0; i < 6; i++) pvar_open(pv[i], names[i]);
     pvar_open(&plans, "coll_cdag_schedules_compiled");
     cvar_int("pml_rdrp_eager_limit", &eager_limit);
     cvar_int("pml_rdrp_shm_eager_limit", &shm_eager);
@@ -141,19 +140,18 @@ int main(int argc, char **argv)
             CHECK_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
             CHECK_BUF(buf, n, 0, i, 0, "size %zu", n);
         } else if (mt_rank == 0) {
-            unsigned long before[NPV], after[NPV];
+            unsigned long before[6], after[6];
             int k;
             mt_fill(buf, n, 0, i, 0);
             CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-            for (k = 0; k < NPV; k++) before[k] = pvar_read(pv[k]);
+            for (k = 0; k < 6; k++) before[k] = pvar_read(pv[k]);
             CHECK_MPI(MPI_Send(buf, (int)n, MPI_BYTE, 1, i, MPI_COMM_WORLD));
-            for (k = 0; k < NPV; k++) after[k] = pvar_read(pv[k]);
+            for (k = 0; k < 6; k++) after[k] = pvar_read(pv[k]);
             if (after[0] > before[0]) snprintf(got[i], sizeof got[i], "eager am");
             else if (after[3] > before[3]) snprintf(got[i], sizeof got[i], "get rma");
             else if (after[4] > before[4]) snprintf(got[i], sizeof got[i], "put rma");
             else if (after[2] > before[2]) snprintf(got[i], sizeof got[i], "rdrp rma");
             else if (after[5] > before[5]) snprintf(got[i], sizeof got[i], "rdrp cma");
-            else if (after[6] > before[6]) snprintf(got[i], sizeof got[i], "rdrp ucx");
             else if (after[1] > before[1]) snprintf(got[i], sizeof got[i], "rdrp am");
         } else {
             CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
@@ -270,7 +268,7 @@ int main(int argc, char **argv)
         if (ecoll[0]) CHECK(nexpect > 0, "no %s plan printed", ecoll);
     }
 
-    for (i = 0; i < NPV; i++) pvar_close(pv[i]);
+    for (i = 0; i < 6; i++) pvar_close(pv[i]);
     pvar_close(&plans);
     MPI_T_finalize();
     free(buf);

@@ -75,29 +75,6 @@ TEST(WireCheck, RtsWellFormed)
     EXPECT_EQ(check_rts(h, sizeof(h), 0, kCredits), nullptr);
     h = good_rts(RDRP_PROTO_RDRP, RDRP_PATH_AM, 0, 0, 0);  // zero-byte synchronous rendezvous
     EXPECT_EQ(check_rts(h, sizeof(h), 0, kCredits), nullptr);
-    h = good_rts(RDRP_PROTO_RDRP, RDRP_PATH_UCX, 0, 1 << 20, 0);  // len: the UCX rendezvous's size
-    EXPECT_EQ(check_rts(h, sizeof(h), 1 << 20, kCredits), nullptr);
-}
-
-TEST(WireCheck, RtsOfAUcxRendezvousForged)
-{
-    auto base = good_rts(RDRP_PROTO_RDRP, RDRP_PATH_UCX, 0, 1 << 20, 0);
-    ASSERT_EQ(check_rts(base, sizeof(base), 1 << 20, kCredits), nullptr);
-    auto h = base;
-    EXPECT_NE(check_rts(h, sizeof(h), (1 << 20) - 1, kCredits), nullptr) << "UCX announces another size";
-    EXPECT_NE(check_rts(h, sizeof(h), (1 << 20) + 1, kCredits), nullptr) << "UCX announces another size";
-    h.first_len = 100;
-    EXPECT_NE(check_rts(h, sizeof(h), 1 << 20, kCredits), nullptr) << "a first chunk besides UCX's data";
-    h = base;
-    h.flags = RDRP_FLAG_CREDIT;
-    h.src_vpid = 3;
-    EXPECT_NE(check_rts(h, sizeof(h), 1 << 20, kCredits), nullptr) << "no payload here takes a credit";
-    h = base;
-    h.rkey_len = 8;
-    EXPECT_NE(check_rts(h, sizeof(h), 1 << 20, kCredits), nullptr) << "length disagrees with rkey_len";
-    h = base;
-    h.path = RDRP_PATH_UCX + 1;
-    EXPECT_NE(check_rts(h, sizeof(h), 0, kCredits), nullptr) << "unknown data path";
 }
 
 TEST(WireCheck, RtsForged)
