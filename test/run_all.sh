@@ -40,6 +40,13 @@ if [ -x "$build/test/unit/rdrp_unit_tests" ]; then
     ok=$(grep -cE '^\[ +OK +\] ' "$out")
     bad=$(grep -E '^\[ +FAILED +\] [A-Za-z]' "$out" | grep -vc ' listed below' || true)
     grep -q '^\[  PASSED  \]' "$out" || { [ "$bad" -gt 0 ] || bad=1; tail -20 "$out"; }
+    # what a failed test printed (its assertion messages), so that a
+    # failure seen once in CI can be read there: the output file goes with
+    # the build directory (make distcheck removes its own)
+    if [ "$bad" -gt 0 ]; then
+        awk '/^\[ RUN +\]/ { n = 0 } { blk[++n] = $0 }
+            /^\[ +FAILED +\] [A-Za-z].*\([0-9]+ ms\)$/ { for (i = 1; i <= n && i <= 60; i++) print "    | " blk[i] }' "$out"
+    fi
     pass=$((pass + ok))
     fail=$((fail + bad))
 fi

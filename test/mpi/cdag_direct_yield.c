@@ -58,6 +58,14 @@ int main(int argc, char **argv)
     if (!all_on && mt_verbose && rank == 0) printf("coll/cdag's direct path not taken here: data checked only\n");
 
     mt_section("the turn that brings the message does not pass (no yield with work in hand)");
+    /* The message can also be found by the pass itself (opal_progress
+     * runs coll/cdag's own progress, which polls the rings and hands it
+     * to this run): then every turn passed and none brought it, which is
+     * no pass with work in hand either.  That happens now and then when
+     * ranks outnumber cores (1 CI rehearsal in 9 at np 3), so one round
+     * in three must show the arrival turn going straight on; the old
+     * behaviour, a pass on every turn, fails all three. */
+    int rounds_straight = 0;
     for (int round = 0; round < 3; round++) {
         CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
         unsigned long t0 = pvar_read(&turns), p0 = pvar_read(&passes);
@@ -72,10 +80,15 @@ int main(int argc, char **argv)
         CHECK_BUF(buf, kSmall, 0, 1, round, "8 B bcast, round %d", round);
         if (all_on && rank == 1) {
             CHECK(t > 0, "round %d: rank 1 did not wait for a broadcast sent 50 ms late", round);
-            CHECK(p < t, "round %d: rank 1 passed the rest of Open MPI on %lu of its %lu wait turns "
-                  "(expected not on the turn that brought the message)", round, p, t);
+            CHECK(p <= t, "round %d: rank 1 passed %lu times in %lu wait turns", round, p, t);
+            if (p < t) ++rounds_straight;
+            else if (mt_verbose)
+                printf("[rank 1] round %d: all %lu turns passed (the message came in a pass)\n", round, t);
         }
     }
+    if (all_on && rank == 1)
+        CHECK(rounds_straight > 0, "rank 1 passed the rest of Open MPI on every wait turn of all 3 rounds "
+              "(expected not on the turn that brought the message)");
 
     mt_section("a push into a full ring passes the rest of Open MPI");
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
