@@ -214,10 +214,12 @@ int main(int argc, char **argv)
             printf("[rank 0] %d windows of %d: %lu sends gave up waiting for credit, %lu ring messages\n", windows, n,
                    gave_up, by_ring);
         /* a few may give up in the moments between the consumer's reading
-         * its ring and its credits arriving; before the fix every send
-         * beyond the credits did (hundreds per window) */
+         * its ring and its credits arriving, more when a loaded machine
+         * takes the consumer off its core there (22 of 1088 once in a CI
+         * rehearsal with 16 credit slots); before the fix every send
+         * beyond the credits did (1384 of 2048): at most one in eight */
         if (rdrp && credit_on && mt_rank == 0 && by_ring > 0)
-            CHECK(gave_up <= (unsigned long)windows * 4,
+            CHECK(gave_up * 8 <= (unsigned long)(windows * n),
                   "%lu of %d sends to a consumer that had not read its ring yet gave up waiting for credit and "
                   "went by rendezvous", gave_up, windows * n);
         free(b);
