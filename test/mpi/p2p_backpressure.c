@@ -18,7 +18,9 @@
  *    the consumer, the waiting sends must not give up on credit and go by
  *    rendezvous (the consumer has not read what is in its ring yet, so
  *    nothing it could wait for is stuck behind its mailbox, and a
- *    rendezvous would need the absent consumer twice over);
+ *    rendezvous would need the absent consumer twice over): at most one
+ *    in eight may, in the moments between its reading the ring and its
+ *    credits arriving;
  * Under pml/rdrp (through MPI_T): the sender's early-completed copies
  * never exceed pml_rdrp_send_buffer, the mailbox never exceeds its size,
  * and sends did wait for credit.  Other PMLs (btl/credit under ob1, the
