@@ -121,8 +121,14 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
 /* Would the engine take this call (else the caller falls back)? */
 int mca_coll_cdag_takes(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, const cdag_call_t *call);
 
-#define CDAG_VERBOSE(lvl, ...) \
-    opal_output_verbose(lvl, mca_coll_cdag_params.output, "coll:cdag: " __VA_ARGS__)
+/* The level is checked before the arguments are evaluated: opal_output_verbose
+ * is a function, so without the check a call on the message path would still
+ * format its arguments (OPAL_NAME_PRINT is an snprintf) on every message. */
+#define CDAG_VERBOSE(lvl, ...)                                                                \
+    do {                                                                                      \
+        if (OPAL_UNLIKELY(mca_coll_cdag_params.verbose >= (lvl)))                             \
+            opal_output_verbose(lvl, mca_coll_cdag_params.output, "coll:cdag: " __VA_ARGS__); \
+    } while (0)
 /* coll_cdag_verbose level of the "plan:" lines: the schedule (algorithm,
  * radix, segment, window) of every compiled plan, once per plan */
 #define CDAG_EXPLAIN_LEVEL 10

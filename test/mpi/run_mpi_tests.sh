@@ -245,9 +245,11 @@ for t in "${tests[@]}"; do
     bin=$bdir/$t
     clog=$bdir/logs/$t.compile.log
     built=1
-    if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ] || [ "$here/mpitest.h" -nt "$bin" ]; then
+    if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ] || [ -n "$(find "$here" -maxdepth 1 -name 'mpitest*.h' -newer "$bin")" ]; then
         tmpbin=$bin.tmp.$$
-        if "$MPICC" "${cflags[@]}" -o "$tmpbin" "$src" > "$clog" 2>&1; then
+        # a test may ask for more flags in its source: "mpitest-cflags: -rdynamic"
+        read -r -a tflags <<< "$(sed -n 's/.*mpitest-cflags: *\([^*]*\).*/\1/p' "$src" | head -n 1)"
+        if "$MPICC" "${cflags[@]}" "${tflags[@]}" -o "$tmpbin" "$src" > "$clog" 2>&1; then
             mv -f "$tmpbin" "$bin"
         else
             built=0
