@@ -48,7 +48,8 @@ struct Frag;
 /* bytes of puts per delivered-rate measurement: 8 puts of 1 MiB, two of
  * ob1's 4 MiB chunks; long enough to span a socket buffer's worth */
 constexpr uint64_t kPutRateSample = 8u << 20;
-/* eager bytes between two rendezvous measurements while eager */
+/* eager bytes before the first rendezvous measurement while eager (it
+ * doubles with every probe that finds the link still slow) */
 constexpr uint64_t kPutRateProbe = 64u << 20;
 }
 

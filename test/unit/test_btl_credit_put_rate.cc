@@ -1,8 +1,9 @@
 // btl/credit's per-peer put protocol choice (btl_credit/btl_credit_put_rate.h):
 // eager exactly when the last sample's delivered rate (rendezvous bytes over
 // busy time) is below the threshold; queued puts are not mistaken for a slow
-// link; eager puts are never timed, and a rendezvous probe follows every
-// `probe` eager bytes.
+// link; eager puts are never timed, and a rendezvous probe follows
+// `probe` eager bytes, then twice as many after each probe that finds the
+// link still slow (up to kProbeGrowth times), `probe` again once it is fast.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -124,13 +125,43 @@ TEST(BtlCreditPutRate, EagerPutsAreProbedByRendezvousAndAFastLinkIsFound)
     ASSERT_TRUE(r.eager());
     EXPECT_EQ(serial(r, t, 64, MiB, 200.0), 64); // 64 MiB eagerly (instant "completions" ignored)
     EXPECT_FALSE(r.next_eager());                // then a probe
-    EXPECT_EQ(serial(r, t, 8, MiB, 200.0), 0);   // still slow: eager again
+    EXPECT_EQ(serial(r, t, 8, MiB, 200.0), 0);   // still slow: eager again, twice as long
     EXPECT_TRUE(r.next_eager());
-    EXPECT_EQ(serial(r, t, 64, MiB, 200.0), 64);
+    EXPECT_EQ(serial(r, t, 128, MiB, 200.0), 128);
     EXPECT_EQ(serial(r, t, 8, MiB, 3000.0), 0);  // the link became fast: rendezvous from now on
     EXPECT_FALSE(r.eager());
     EXPECT_EQ(serial(r, t, 100, MiB, 3000.0), 0);
     EXPECT_EQ(r.samples(), 17u);
+}
+
+// Each probe that finds the link slow doubles the eager stretch, up to
+// kProbeGrowth x probe; a fast sample resets it, and the next slow verdict
+// starts again from `probe`.
+TEST(BtlCreditPutRate, ProbesBackOffWhileTheLinkStaysSlow)
+{
+    PutRate r(1000.0, 8 * MiB, 64 * MiB);
+    uint64_t t = 0;
+    EXPECT_EQ(serial(r, t, 24, MiB, 200.0), 0);
+    ASSERT_TRUE(r.eager());
+    uint64_t want = 64;
+    for (int probe = 0; probe < 8; ++probe) {
+        EXPECT_EQ(r.eager_stretch(), want * MiB) << "probe " << probe;
+        EXPECT_EQ(serial(r, t, static_cast<int>(want), MiB, 200.0), static_cast<int>(want));
+        EXPECT_FALSE(r.next_eager()) << "probe " << probe << " due after " << want << " MiB";
+        EXPECT_EQ(serial(r, t, 8, MiB, 200.0), 0);
+        want = want * 2 > 64 * PutRate::kProbeGrowth ? 64 * PutRate::kProbeGrowth : want * 2;
+    }
+    EXPECT_EQ(r.eager_stretch(), 64 * PutRate::kProbeGrowth * MiB);
+    const int longest = static_cast<int>(64 * PutRate::kProbeGrowth);
+    EXPECT_EQ(serial(r, t, longest, MiB, 3000.0), longest);  // the link turns fast during a stretch
+    EXPECT_EQ(serial(r, t, 8, MiB, 3000.0), 0);  // the probe finds it: rendezvous, stretch back to `probe`
+    EXPECT_FALSE(r.eager());
+    EXPECT_EQ(r.eager_stretch(), 64 * MiB);
+    EXPECT_EQ(serial(r, t, 24, MiB, 3000.0), 0);  // the fast sample ages out of the last three...
+    EXPECT_EQ(serial(r, t, 24, MiB, 200.0), 0);   // ...then three slow ones: eager again
+    ASSERT_TRUE(r.eager());
+    EXPECT_EQ(serial(r, t, 64, MiB, 200.0), 64);  // from the first stretch
+    EXPECT_FALSE(r.next_eager());
 }
 
 // Property: for random overlapping put streams on a link of a fixed rate
