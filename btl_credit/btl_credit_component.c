@@ -253,7 +253,8 @@ static int credit_register(void)
             "eager protocol while the rate this process's puts to that peer were last delivered at "
             "is below this many MB/s, else by UCX's rendezvous (zero-copy, but three control "
             "messages in the reverse direction, which wait behind a slow link's queue).  Measured "
-            "per peer over 8 MiB of rendezvous puts, again after every 64 MiB sent eagerly; 0 = always "
+            "per peer over 8 MiB of rendezvous puts, again after 64 MiB sent eagerly (then after twice as "
+            "much each time the link is still slow, up to 1 GiB); 0 = always "
             "rendezvous",
             MCA_BASE_VAR_TYPE_DOUBLE, NULL, OPAL_INFO_LVL_5, &p->put_eager_rate);
     p->finalize_check = 1;
