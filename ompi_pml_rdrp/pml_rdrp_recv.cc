@@ -171,8 +171,12 @@ static inline __attribute__((always_inline)) void eager_arrival(const rdrp_eager
 ucs_status_t am_eager_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                          const ucp_am_recv_param_t *param)
 {
-    (void)arg; (void)param;
+    (void)arg;
     Guard guard;
+    if (const char *why = wire::check_eager_delivery(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+        bad_header(why, len);
+        return UCS_OK;
+    }
     if (OPAL_UNLIKELY(hlen != sizeof(rdrp_eager_hdr_t))) {
         bad_header("eager header length", hlen);
         return UCS_OK;
@@ -187,9 +191,10 @@ ucs_status_t am_eager_cb(void *arg, const void *hdr, size_t hlen, void *data, si
 ucs_status_t am_eager_packed_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                                 const ucp_am_recv_param_t *param)
 {
-    (void)arg; (void)hdr; (void)param;
+    (void)arg; (void)hdr;
     Guard guard;
-    if (const char *why = wire::check_packed_length(hlen, len)) {
+    const char *why = wire::check_eager_delivery(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV);
+    if (why || (why = wire::check_packed_length(hlen, len))) {
         bad_header(why, len);
         return UCS_OK;
     }
@@ -202,8 +207,12 @@ ucs_status_t am_eager_packed_cb(void *arg, const void *hdr, size_t hlen, void *d
 ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                        const ucp_am_recv_param_t *param)
 {
-    (void)arg; (void)param;
+    (void)arg;
     Guard guard;
+    if (const char *why = wire::check_eager_delivery(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+        bad_header(why, len);
+        return UCS_OK;
+    }
     if (OPAL_UNLIKELY(hlen < sizeof(rdrp_rts_hdr_t))) {
         bad_header("RTS header length", hlen);
         return UCS_OK;

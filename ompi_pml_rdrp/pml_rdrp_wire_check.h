@@ -35,6 +35,20 @@ inline const char *check_gated(uint16_t flags, uint32_t src_vpid, uint64_t paylo
     return nullptr;
 }
 
+/* The AM data of an eager message (RDRP_AM_EAGER, RDRP_AM_EAGER_PACKED) and
+ * of an RTS (its first chunk) is read as len bytes of payload, so UCX must
+ * have delivered it eagerly.  Data UCX delivers by rendezvous
+ * (UCP_AM_RECV_ATTR_FLAG_RNDV, which a sender asks for with
+ * UCP_AM_SEND_FLAG_RNDV or gets from UCX's own threshold) is a descriptor
+ * to receive from, not the payload: read as payload it would be len bytes
+ * past a small UCX object.  pml/rdrp sends these with
+ * UCP_AM_SEND_FLAG_EAGER; only a broken or forged peer gets here.
+ * Call first, before anything of the message is read. */
+inline const char *check_eager_delivery(bool by_rendezvous)
+{
+    return by_rendezvous ? "eager data or first chunk delivered by UCX rendezvous" : nullptr;
+}
+
 /* RDRP_AM_EAGER: header as AM user header, payload as AM data. */
 inline const char *check_eager(size_t hlen, const rdrp_eager_hdr_t &h, size_t len,
                                const CreditLimits &c)

@@ -34,6 +34,15 @@ rdrp_rts_hdr_t good_rts(uint8_t proto, uint8_t path, uint16_t rkey_len, uint64_t
 
 }  // namespace
 
+// Eager data and an RTS's first chunk are read as bytes: delivered by UCX
+// rendezvous (a descriptor, not the payload) they are refused before
+// anything of them is read, whatever their headers say.
+TEST(WireCheck, PayloadMustArriveEagerly)
+{
+    EXPECT_EQ(check_eager_delivery(false), nullptr);
+    EXPECT_NE(check_eager_delivery(true), nullptr);
+}
+
 TEST(WireCheck, EagerLengthAndCredits)
 {
     rdrp_eager_hdr_t h;
