@@ -16,11 +16,13 @@
  *    run has nothing to wait for there);
  *  - on a communicator of one rank per node (all peers remote: test/cluster),
  *    nothing went through a ring;
- *  - nonblocking broadcasts of 60000 B (more than a ring holds) from a root whose children sleep
- *    100 ms before they call: the children's rings fill, the root's
- *    messages wait for room (coll_cdag_ring_backlogged moves on the root)
- *    and all arrive intact once the children poll: a full ring does not
- *    deadlock.
+ *  - nonblocking broadcasts of twice what a ring holds from a root whose
+ *    children stay out of MPI until the root has started them all (they
+ *    wait for a file the root makes; a 100 ms sleep failed 3 runs in 20
+ *    under variants-a at np 4, the root's starts coming after a child's
+ *    sleep had ended): the children's rings fill, the root's messages wait
+ *    for room (coll_cdag_ring_backlogged moves on the root) and all arrive
+ *    intact once the children poll: a full ring does not deadlock.
  * MPITEST_EXPECT_RING=0 (coll_cdag_ring 0): no message through a ring.
  * Skipped (passes) when coll/cdag is not the component in use.
  */
@@ -154,16 +156,33 @@ int main(int argc, char **argv)
         char *bufs = mt_malloc((size_t)K * N);
         MPI_Request *rq = mt_malloc(sizeof(MPI_Request) * (size_t)K);
         unsigned long a[P_N], b[P_N];
+        /* the children wait outside MPI for a file the root makes once every
+         * broadcast is started: no MPI call of theirs drains a ring before */
+        char go[128];
+        long long root_pid = (long long)getpid();
+        CHECK_MPI(MPI_Bcast(&root_pid, 1, MPI_LONG_LONG, 0, node));
+        snprintf(go, sizeof go, "/tmp/rdrp-coll-cdag-ring-%lld.go", root_pid);
         CHECK_MPI(MPI_Barrier(node));
         read_all(a);
-        if (lr != 0) mt_sleep_ms(100);  /* the root fills our rings meanwhile */
+        if (lr != 0) {
+            double t0 = mt_now();
+            while (access(go, F_OK) != 0 && mt_now() - t0 < 30) mt_sleep_ms(1);
+            CHECK(access(go, F_OK) == 0, "no word from the root in 30 s (%s)", go);
+        }
         for (int k = 0; k < K; k++) {
             char *p = bufs + (size_t)k * N;
             if (lr == 0) mt_fill(p, N, 0, 13, k);
             else memset(p, 0, N);
             CHECK_MPI(MPI_Ibcast(p, N, MPI_BYTE, 0, node, &rq[k]));
         }
+        if (lr == 0) {
+            FILE *f = fopen(go, "w");
+            CHECK(f != NULL, "cannot make %s", go);
+            if (f) fclose(f);
+        }
         CHECK_MPI(MPI_Waitall(K, rq, MPI_STATUSES_IGNORE));
+        CHECK_MPI(MPI_Barrier(node));  /* every child saw the file */
+        if (lr == 0) unlink(go);
         for (int k = 0; k < K; k++) CHECK_BUF(bufs + (size_t)k * N, N, 0, 13, k, "ibcast %d", k);
         read_all(b);
         if (lr == 0 && b[P_RUNS] != a[P_RUNS] && expect_ring && limit >= N)
