@@ -45,6 +45,23 @@ void butterfly(Schedule &s) {
     if (me < 2 * f.rem) s.send(me - 1, 1 + steps, Buf{}, {heard, said});
 }
 
+/* Fan-in to rank 0, fan-out from it (coll/tuned's choice for 4-7 ranks):
+ * rank 0 releases everybody once it heard from all, and so is the first
+ * to leave.  With more ranks than cores every round of dissemination or
+ * butterfly needs each rank to get the core again; here only rank 0 waits
+ * for more than one message. */
+void linear(Schedule &s) {
+    const int p = s.size(), me = s.rank();
+    if (me != 0) {
+        const VertexId said = s.send(0, 0, Buf{});
+        s.recv(0, 1, Buf{}, {said});
+        return;
+    }
+    const VertexId all = s.nop();
+    for (int r = 1; r < p; ++r) s.edge(s.recv(r, 0, Buf{}), all);
+    for (int r = 1; r < p; ++r) s.send(r, 1, Buf{}, {all});
+}
+
 }  // namespace
 
 Status gen_barrier(const CollSpec &c, const AlgoChoice &a, Schedule &s) {
@@ -52,6 +69,7 @@ Status gen_barrier(const CollSpec &c, const AlgoChoice &a, Schedule &s) {
     switch (a.algo) {
     case Algo::Dissemination: dissemination(s); return Status::Ok;
     case Algo::Butterfly: butterfly(s); return Status::Ok;
+    case Algo::Linear: linear(s); return Status::Ok;
     default: return Status::Unsupported;
     }
 }

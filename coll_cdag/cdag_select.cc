@@ -5,7 +5,8 @@
  * Allgather: size * block), blk the bytes per rank or pair, p the size.
  *
  *  collective           condition                      variant
- *  Barrier              always                         Dissemination
+ *  Barrier              4 <= p < 8                     Linear (fan-in to rank 0, fan-out)
+ *                       otherwise                      Dissemination
  *  Bcast, Reduce        n <= 4 KiB or p == 2           KnomialTree k=2 (binomial), whole
  *                       n/seg(n) < 2p                  KaryTree k=2, seg(n) segments
  *                       otherwise                      Chain, seg(n) segments
@@ -93,7 +94,14 @@ AlgoChoice select(const CollSpec &c) {
     const int p = c.size;
     const uint64_t red_bytes = c.count * c.elem_size;
     switch (c.coll) {
-    case Coll::Barrier: return make(Algo::Dissemination);
+    case Coll::Barrier:
+        /* coll/tuned's choice at 4-7 ranks too.  np 4 on 2 cores (mpirun
+         * oversubscribed, OSU over ob1, best of 3): a loop of barriers 2.60
+         * us against dissemination's 3.89 and tuned's 3.06; OSU's nine
+         * collectives had 32 of 179 cells over 1.1x tuned instead of 58,
+         * since rank 0 now leaves first (as under tuned) and the rooted
+         * calls OSU times after each barrier find their root ahead */
+        return make(p >= 4 && p < 8 ? Algo::Linear : Algo::Dissemination);
     case Coll::Bcast: return rooted_tree(c.count, p);
     case Coll::Reduce: return rooted_tree(red_bytes, p);
     case Coll::Allreduce:

@@ -63,7 +63,7 @@ static const char *algo_names[CDAG_NALGO] = {
 /* the variants each collective has (the valid words of its _algorithm
  * parameter besides auto) */
 static const char *algo_words[CDAG_NCOLL] = {
-    "auto|dissemination|butterfly",
+    "auto|dissemination|butterfly|linear",
     "auto|knomial|kary|chain|linear",
     "auto|knomial|kary|chain|linear",
     "auto|butterfly|dissemination|ring|reduce_bcast",

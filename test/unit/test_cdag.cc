@@ -651,6 +651,7 @@ std::vector<Variant> all_variants(uint64_t seg) {
     std::vector<Variant> v;
     v.push_back({Coll::Barrier, algo(Algo::Dissemination), true});
     v.push_back({Coll::Barrier, algo(Algo::Butterfly), true});
+    v.push_back({Coll::Barrier, algo(Algo::Linear), true});
     for (Coll c : {Coll::Bcast, Coll::Reduce, Coll::Gather, Coll::Scatter})
         for (auto &a : tree_algos(seg)) v.push_back({c, a, true});
     v.push_back({Coll::Allreduce, algo(Algo::Butterfly), true});
@@ -1091,7 +1092,7 @@ TEST(CdagSweepBarrier, EveryRankWaitsForEveryOtherRank) {
     /* Barrier semantics on the graph: for all ranks q, r some vertex of r
      * (transitively, through dependency and matching edges) waits for a
      * vertex of q, so r cannot complete before q started. */
-    for (Algo alg : {Algo::Dissemination, Algo::Butterfly})
+    for (Algo alg : {Algo::Dissemination, Algo::Butterfly, Algo::Linear})
         for (int p = 1; p <= 40; ++p) {
             World w = make_world(Coll::Barrier, p, 0, 0, nullptr, false, 1);
             std::vector<std::shared_ptr<const Plan>> plans;
@@ -1335,6 +1336,16 @@ TEST(CdagSelect, AutoVariantsRunCorrectlyOnLargerMessages) {
             World w = make_world(x.c, p, 1, x.count, x.op, false, ++seed);
             ASSERT_EQ(run_one(w, algo(Algo::Auto), ++seed), "") << describe(w, select(w.spec[0]));
         }
+}
+
+/* Barrier: fan-in to rank 0 and fan-out at 4-7 ranks (coll/tuned's
+ * choice there), dissemination below and above; every rank selects alike. */
+TEST(CdagSelect, BarrierLinearAtFourToSevenRanks) {
+    for (int p = 1; p <= 20; ++p) {
+        World w = make_world(Coll::Barrier, p, 0, 0, nullptr, false, 1);
+        for (int r = 0; r < p; ++r)
+            EXPECT_EQ(select(w.spec[r]).algo, p >= 4 && p < 8 ? Algo::Linear : Algo::Dissemination) << "p " << p;
+    }
 }
 
 /* At 2 ranks a rooted tree is one hop: nothing pipelines, and every extra
