@@ -1,12 +1,16 @@
 /*
  * mpitest_format.h - counts the string formatting (snprintf and kin) a
- * process does while a test says so.  Include after mpitest.h, in a test
+ * process does while a test says so.  Include after mpitest.h (its CHECK), in a test
  * whose header carries "mpitest-cflags: -rdynamic": the executable then
  * exports these definitions, the dynamic linker binds Open MPI's and the
  * components' calls to them, and each forwards to libc's vsnprintf.
  *
+ *   mt_format_check_bound()   checks that the dynamic linker binds these
+ *                             (built without -rdynamic it would not)
  *   mt_format_count_start()   zero the count and start counting (all threads)
  *   mt_format_count_stop()    stop; returns the calls counted
+ *   mt_format_check(calls, n, what)  at most one call per 64 of the n
+ *                             operations counted (background threads)
  *
  * Why: a debug-output call whose arguments are formatted before its level
  * is checked costs an snprintf on every message (btl/credit did: 3250 of
@@ -67,6 +71,21 @@ int __vsnprintf_chk(char *s, size_t n, int flag, size_t slen, const char *fmt, v
     (void)flag;
     (void)slen;
     return mt_format_forward(s, n, fmt, ap);
+}
+
+static inline void mt_format_check_bound(void)
+{
+    mt_section("the counter is what the dynamic linker binds");
+    CHECK(dlsym(RTLD_DEFAULT, "snprintf") == (void *)snprintf &&
+              dlsym(RTLD_DEFAULT, "__snprintf_chk") == (void *)__snprintf_chk,
+          "the executable's snprintf is not the one libraries get (built without -rdynamic?)");
+}
+
+static inline void mt_format_check(long calls, long n, const char *what)
+{
+    CHECK(calls <= n / 64, "%ld snprintf-family calls during %ld %s with verbosity off (something on "
+          "their path formats a string before checking its output level)", calls, n, what);
+    if (mt_verbose) printf("rank %d: %ld formatting calls in %ld %s\n", mt_rank, calls, n, what);
 }
 
 static inline void mt_format_count_start(void)
