@@ -98,9 +98,11 @@ AlgoChoice select(const CollSpec &c) {
         /* coll/tuned's choice at 4-7 ranks too.  np 4 on 2 cores (mpirun
          * oversubscribed, OSU over ob1, best of 3): a loop of barriers 2.60
          * us against dissemination's 3.89 and tuned's 3.06; OSU's nine
-         * collectives had 32 of 179 cells over 1.1x tuned instead of 58,
-         * since rank 0 now leaves first (as under tuned) and the rooted
-         * calls OSU times after each barrier find their root ahead */
+         * collectives, cells of 179 over 1.1x tuned in interleaved runs,
+         * linear against dissemination: over ob1 32 / 58 and 39 / 43, over
+         * pml/rdrp 26 / 73, since rank 0 now leaves first (as under tuned)
+         * and the rooted calls OSU times after each barrier find their root
+         * ahead */
         return make(p >= 4 && p < 8 ? Algo::Linear : Algo::Dissemination);
     case Coll::Bcast: return rooted_tree(c.count, p);
     case Coll::Reduce: return rooted_tree(red_bytes, p);
