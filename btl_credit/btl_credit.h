@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include "opal/mca/btl/btl.h"
 #include "opal/util/proc.h"
+#include "common/params/param_verbose.h"
 
 BEGIN_C_DECLS
 
@@ -168,14 +169,8 @@ int  mca_btl_credit_register_error(mca_btl_base_module_t *btl,
 void mca_btl_credit_dump(mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep,
                          int verbose);
 
-/* The level is checked before the arguments are evaluated: opal_output_verbose
- * is a function, so without the check a call on the message path would still
- * format its arguments (OPAL_NAME_PRINT is an snprintf) on every message. */
-#define BTL_CREDIT_VERBOSE(lvl, ...)                                                            \
-    do {                                                                                        \
-        if (OPAL_UNLIKELY(mca_btl_credit_params.verbose >= (lvl)))                              \
-            opal_output_verbose(lvl, mca_btl_credit_params.output, "btl:credit: " __VA_ARGS__); \
-    } while (0)
+#define BTL_CREDIT_VERBOSE(lvl, ...) \
+    RDRP_PARAM_VERBOSE(mca_btl_credit_params.verbose, mca_btl_credit_params.output, lvl, "btl:credit: " __VA_ARGS__)
 
 END_C_DECLS
 #endif /* MCA_BTL_CREDIT_H */

@@ -17,6 +17,7 @@
 #include "ompi/op/op.h"
 #include "ompi/request/request.h"
 #include "opal/class/opal_list.h"
+#include "common/params/param_verbose.h"
 
 #include "coll_cdag_glue.h"
 
@@ -121,14 +122,8 @@ int mca_coll_cdag_run(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, cons
 /* Would the engine take this call (else the caller falls back)? */
 int mca_coll_cdag_takes(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, const cdag_call_t *call);
 
-/* The level is checked before the arguments are evaluated: opal_output_verbose
- * is a function, so without the check a call on the message path would still
- * format its arguments (OPAL_NAME_PRINT is an snprintf) on every message. */
-#define CDAG_VERBOSE(lvl, ...)                                                                \
-    do {                                                                                      \
-        if (OPAL_UNLIKELY(mca_coll_cdag_params.verbose >= (lvl)))                             \
-            opal_output_verbose(lvl, mca_coll_cdag_params.output, "coll:cdag: " __VA_ARGS__); \
-    } while (0)
+#define CDAG_VERBOSE(lvl, ...) \
+    RDRP_PARAM_VERBOSE(mca_coll_cdag_params.verbose, mca_coll_cdag_params.output, lvl, "coll:cdag: " __VA_ARGS__)
 /* coll_cdag_verbose level of the "plan:" lines: the schedule (algorithm,
  * radix, segment, window) of every compiled plan, once per plan */
 #define CDAG_EXPLAIN_LEVEL 10

@@ -15,6 +15,7 @@
 #include "ompi/message/message.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/communicator/communicator.h"
+#include "common/params/param_verbose.h"
 
 BEGIN_C_DECLS
 
@@ -153,14 +154,8 @@ int mca_pml_rdrp_imrecv(void *, size_t, ompi_datatype_t *, ompi_message_t **, om
 int mca_pml_rdrp_mrecv(void *, size_t, ompi_datatype_t *, ompi_message_t **, ompi_status_public_t *);
 int mca_pml_rdrp_start(size_t, ompi_request_t **);
 
-/* The level is checked before the arguments are evaluated: opal_output_verbose
- * is a function, so without the check a call on the message path would still
- * format its arguments (OPAL_NAME_PRINT is an snprintf) on every message. */
-#define RDRP_VERBOSE(lvl, ...)                                                              \
-    do {                                                                                    \
-        if (OPAL_UNLIKELY(mca_pml_rdrp_params.verbose >= (lvl)))                            \
-            opal_output_verbose(lvl, mca_pml_rdrp_params.output, "pml:rdrp: " __VA_ARGS__); \
-    } while (0)
+#define RDRP_VERBOSE(lvl, ...) \
+    RDRP_PARAM_VERBOSE(mca_pml_rdrp_params.verbose, mca_pml_rdrp_params.output, lvl, "pml:rdrp: " __VA_ARGS__)
 
 END_C_DECLS
 #endif
