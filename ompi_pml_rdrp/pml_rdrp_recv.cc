@@ -168,15 +168,22 @@ static inline __attribute__((always_inline)) void eager_arrival(const rdrp_eager
     handle_arrival(h.m, u);
 }
 
+/* The data of eager messages and of an RTS is read as payload: refuse it
+ * when UCX delivered it by rendezvous (wire::check_eager_delivery). */
+static inline bool delivered_eagerly(const ucp_am_recv_param_t *param, size_t len)
+{
+    const char *why = wire::check_eager_delivery(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV);
+    if (OPAL_LIKELY(why == nullptr)) return true;
+    bad_header(why, len);
+    return false;
+}
+
 ucs_status_t am_eager_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                          const ucp_am_recv_param_t *param)
 {
     (void)arg;
     Guard guard;
-    if (const char *why = wire::check_eager_delivery(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-        bad_header(why, len);
-        return UCS_OK;
-    }
+    if (!delivered_eagerly(param, len)) return UCS_OK;
     if (OPAL_UNLIKELY(hlen != sizeof(rdrp_eager_hdr_t))) {
         bad_header("eager header length", hlen);
         return UCS_OK;
@@ -193,8 +200,8 @@ ucs_status_t am_eager_packed_cb(void *arg, const void *hdr, size_t hlen, void *d
 {
     (void)arg; (void)hdr;
     Guard guard;
-    const char *why = wire::check_eager_delivery(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV);
-    if (why || (why = wire::check_packed_length(hlen, len))) {
+    if (!delivered_eagerly(param, len)) return UCS_OK;
+    if (const char *why = wire::check_packed_length(hlen, len)) {
         bad_header(why, len);
         return UCS_OK;
     }
@@ -209,10 +216,7 @@ ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size
 {
     (void)arg;
     Guard guard;
-    if (const char *why = wire::check_eager_delivery(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-        bad_header(why, len);
-        return UCS_OK;
-    }
+    if (!delivered_eagerly(param, len)) return UCS_OK;
     if (OPAL_UNLIKELY(hlen < sizeof(rdrp_rts_hdr_t))) {
         bad_header("RTS header length", hlen);
         return UCS_OK;

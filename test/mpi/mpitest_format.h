@@ -1,7 +1,7 @@
 /*
  * mpitest_format.h - counts the string formatting (snprintf and kin) a
- * process does while a test says so.  Include after mpitest.h (its CHECK), in a test
- * whose header carries "mpitest-cflags: -rdynamic": the executable then
+ * process does while a test says so.  Include after mpitest.h (its CHECK),
+ * in a test whose header carries "mpitest-cflags: -rdynamic": the executable then
  * exports these definitions, the dynamic linker binds Open MPI's and the
  * components' calls to them, and each forwards to libc's vsnprintf.
  *
