@@ -15,7 +15,9 @@
  *    several (dup, split);
  * *  - v-variants with per-rank counts and gapped displacements;
  *  - MPI_Reduce_scatter with equal counts (coll/cdag runs it as
- *    reduce_scatter_block).
+ *    reduce_scatter_block);
+ *  - barriers: no rank leaves before the last one entered (entry and exit
+ *    times on the machine's monotonic clock, one rank entering late).
  * Run under any coll configuration (the MPI test configs select coll/cdag
  * and force its variants); with MPITEST_VERBOSE=1 it prints the MPI_T
  * counters of coll/cdag, which must show work when it is selected.
@@ -554,24 +556,44 @@ static void test_free_while_pending(void)
     }
 }
 
+/* One barrier in the given form (persistent: started and waited once on
+ * the request made by the caller). */
+static void barrier_once(int form, MPI_Request *persistent)
+{
+    MPI_Request rq;
+    if (form == 0) {
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    } else if (form == 1) {
+        CHECK_MPI(MPI_Ibarrier(MPI_COMM_WORLD, &rq));
+        CHECK_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    } else {
+        CHECK_MPI(MPI_Start(persistent));
+        CHECK_MPI(MPI_Wait(persistent, MPI_STATUS_IGNORE));
+    }
+}
+
+/* No rank leaves a barrier before the last one entered it: one rank (a
+ * different one each round) enters 2 ms late, and every rank's exit time
+ * must be at or after that rank's entry time (CLOCK_MONOTONIC is one clock
+ * for all processes of a machine, the namespace nodes of test/cluster
+ * included).  The algorithms differ in who waits for whom (dissemination,
+ * butterfly, and the linear fan-in to rank 0 of 4-7 ranks); a release
+ * sent before every rank was heard from fails here. */
 static void test_barrier(int form)
 {
-    for (int i = 0; i < 5; i++) {
-        if (form == 0) CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-        else if (form == 1) {
-            MPI_Request rq;
-            CHECK_MPI(MPI_Ibarrier(MPI_COMM_WORLD, &rq));
-            CHECK_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
-        } else {
-            MPI_Request rq;
-            CHECK_MPI(MPIX_Barrier_init(MPI_COMM_WORLD, MPI_INFO_NULL, &rq));
-            for (int s = 0; s < 3; s++) {
-                CHECK_MPI(MPI_Start(&rq));
-                CHECK_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
-            }
-            CHECK_MPI(MPI_Request_free(&rq));
-        }
+    MPI_Request persistent = MPI_REQUEST_NULL;
+    if (form == 2) CHECK_MPI(MPIX_Barrier_init(MPI_COMM_WORLD, MPI_INFO_NULL, &persistent));
+    for (int i = 0; i < 2 * size + 3; i++) {
+        if (rank == i % size) mt_sleep_ms(2);
+        double t[2] = {mt_now(), 0};
+        barrier_once(form, &persistent);
+        t[1] = -mt_now();
+        double m[2];  /* latest entry, -(earliest exit) */
+        CHECK_MPI(MPI_Allreduce(t, m, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+        CHECK(-m[1] >= m[0], "%s barrier, round %d (rank %d late): a rank left %.1f us before the last one entered",
+              form_name[form], i, i % size, (m[0] + m[1]) * 1e6);
     }
+    if (form == 2) CHECK_MPI(MPI_Request_free(&persistent));
 }
 
 int main(int argc, char **argv)
