@@ -148,9 +148,17 @@ int main(int argc, char **argv)
                 double us = agree((MPI_Wtime() - t0) / iters * 1e6);
                 if (rank == 0) printf("lat %s %ld %.2f\n", c, !strcmp(c, "barrier") ? 0L : bytes, us);
             } else {
-                iters = iters / 4 < 10 ? 10 : iters / 4;
+                /* Each phase runs ~20 ms (at least 20 iterations), agreed
+                 * across ranks: with a fixed count (iters / 4, 62 at 64 KiB:
+                 * half a millisecond) one scheduler tick or a late engine
+                 * thread moved a phase's mean 2-8x between runs. */
                 MPI_Request rq;
-                for (int i = 0; i < 5; i++) { start_nb(c, n, &rq); MPI_Wait(&rq, MPI_STATUS_IGNORE); }
+                double tw = MPI_Wtime();
+                for (int i = 0; i < 20; i++) { start_nb(c, n, &rq); MPI_Wait(&rq, MPI_STATUS_IGNORE); }
+                double per = agree((MPI_Wtime() - tw) / 20);
+                iters = per > 0 ? (int)(0.02 / per) : 20000;
+                if (iters < 20) iters = 20;
+                if (iters > 20000) iters = 20000;
                 MPI_Barrier(MPI_COMM_WORLD);
                 double t0 = MPI_Wtime();
                 for (int i = 0; i < iters; i++) { start_nb(c, n, &rq); MPI_Wait(&rq, MPI_STATUS_IGNORE); }

@@ -90,7 +90,7 @@ struct CollSpec {
 };
 
 /* Variants.  Which apply to which collective:
- *  Barrier             Dissemination, Butterfly
+ *  Barrier             Dissemination, Butterfly, Linear
  *  Bcast, Reduce,
  *  Gather, Scatter     KnomialTree(radix>=2), KaryTree(radix>=1), Chain, Linear
  *                      (all pipelined by seg_bytes)
@@ -100,7 +100,8 @@ struct CollSpec {
  *  Allgather           Ring, Butterfly (recursive doubling), Dissemination (Bruck)
  *  Alltoall            Pairwise, Linear (window = pairs in flight, 0 = all)
  *  ReduceScatter(Block) Pairwise (any op), Ring (commutative),
- *                      ReduceThenScatter (tree + radix + seg)
+ *                      ReduceThenScatter (tree + radix + seg),
+ *                      Butterfly (recursive halving, commutative)
  *  Scan, Exscan        Chain (pipelined), Butterfly (recursive doubling)
  *  Gatherv, Scatterv   Linear
  *  Allgatherv          Ring, Dissemination

@@ -7,6 +7,9 @@
  *                     grow (commutative)
  *   ReduceThenScatter in-order tree reduction of the whole vector to rank
  *                     0, then a flat scatter of the blocks (any op)
+ *   Butterfly         recursive halving: log2 steps, each an exchange of
+ *                     half the remaining vector with one partner
+ *                     (commutative; non-powers of two fold first)
  */
 #include "cdag_gen.h"
 
@@ -92,6 +95,68 @@ void ring(Schedule &s, const RsGeom &g) {
     }
 }
 
+/* Recursive halving on the p2 ranks left after folding (Fold: the even
+ * rank of each of the first rem pairs hands its whole vector to its odd
+ * partner and gets its block back at the end).  New rank n stands for the
+ * original ranks [first(n), first(n+1)), whose blocks are contiguous, so
+ * the window of new ranks a rank still reduces for is one range of the
+ * vector.  Step d = p2/2, ..., 1: keep the half of the window that holds
+ * n, send the other half to n ^ d, add what n ^ d sends of ours.  The
+ * combining order differs between ranks: commutative ops only.  Lengths
+ * are the same on both ends of every message, so an empty one is skipped
+ * on both. */
+void halving(Schedule &s, const RsGeom &g) {
+    const int me = g.me;
+    const Fold f(g.p);
+    const int steps = ceil_log2(f.p2);
+    const uint32_t post_tag = 1 + steps;
+    const uint64_t es = g.es;
+    const Buf res{Slot::Recv, 0, g.cnt[me] * es};
+    const Buf all = g.input.sub(0, g.e[g.p] * es);
+    auto el = [&](int n) { return g.e[f.first(n)]; };  // first element of new rank n's range
+
+    if (f.excluded(me)) {
+        s.send(me + 1, 0, all);
+        if (res.len) s.recv(me + 1, post_tag, res);
+        return;
+    }
+    /* The input is never written (in place it is the receive buffer, whose
+     * other blocks MPI leaves alone): the first combine moves the partial
+     * into scratch. */
+    Partial acc{all, false};
+    if (me < 2 * f.rem) {
+        const Buf b = s.scratch(all.len);
+        s.recv(me - 1, 0, b);
+        absorb_right(s, acc, b, g.e[g.p], true);
+    }
+    const int n = f.newrank(me);
+    int wlo = 0;  // window of new ranks [wlo, wlo + 2d)
+    for (int i = steps - 1; i >= 0; --i) {
+        const int d = 1 << i, partner = n ^ d;
+        const int keep = (n & d) ? wlo + d : wlo, give = (n & d) ? wlo : wlo + d;
+        const uint32_t tag = static_cast<uint32_t>(steps - i);
+        const Buf out = acc.at.sub((el(give) - el(wlo)) * es, (el(give + d) - el(give)) * es);
+        const Buf kept = acc.at.sub((el(keep) - el(wlo)) * es, (el(keep + d) - el(keep)) * es);
+        if (out.len) s.send(f.real(partner), tag, out);
+        Partial half{kept, acc.writable};
+        if (kept.len) {
+            const Buf b = s.scratch(kept.len);
+            s.recv(f.real(partner), tag, b);
+            absorb_right(s, half, b, kept.len / es, true);
+        }
+        acc = half;
+        wlo = keep;
+    }
+    /* acc: the reduced blocks of first(n) .. first(n+1)-1 */
+    if (me < 2 * f.rem) {
+        const uint64_t lower = g.cnt[me - 1] * es;
+        if (lower) s.send(me - 1, post_tag, acc.at.sub(0, lower));
+        if (res.len) settle(s, Partial{acc.at.sub(lower, res.len), acc.writable}, res);
+    } else if (res.len) {
+        settle(s, acc, res);
+    }
+}
+
 Status reduce_then_scatter(Schedule &s, const RsGeom &g, const AlgoChoice &a) {
     TreeShape t;
     if (!tree_shape(a.tree, a.radix, g.p, &t)) return Status::Unsupported;
@@ -116,9 +181,10 @@ Status reduce_then_scatter(Schedule &s, const RsGeom &g, const AlgoChoice &a) {
 }  // namespace
 
 Status gen_reduce_scatter(const CollSpec &c, const AlgoChoice &a, Schedule &s) {
-    if (a.algo != Algo::Pairwise && a.algo != Algo::Ring && a.algo != Algo::ReduceThenScatter)
+    if (a.algo != Algo::Pairwise && a.algo != Algo::Ring && a.algo != Algo::ReduceThenScatter &&
+        a.algo != Algo::Butterfly)
         return Status::Unsupported;
-    if (a.algo == Algo::Ring && !c.commutative) return Status::Unsupported;
+    if ((a.algo == Algo::Ring || a.algo == Algo::Butterfly) && !c.commutative) return Status::Unsupported;
     RsGeom g;
     g.p = c.size;
     g.me = c.rank;
@@ -141,6 +207,10 @@ Status gen_reduce_scatter(const CollSpec &c, const AlgoChoice &a, Schedule &s) {
         return Status::Ok;
     }
     if (a.algo == Algo::ReduceThenScatter) return reduce_then_scatter(s, g, a);
+    if (a.algo == Algo::Butterfly) {
+        halving(s, g);
+        return Status::Ok;
+    }
     /* Pairwise and ring write Recv[0..) while input blocks are still
      * needed: in place, work from a snapshot of the input. */
     if (c.in_place) {

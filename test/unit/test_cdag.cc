@@ -674,6 +674,7 @@ std::vector<Variant> all_variants(uint64_t seg) {
         v.push_back({c, algo(Algo::Ring, 2, seg), false});
         v.push_back({c, algo(Algo::ReduceThenScatter, 2, 0, 0, Algo::KnomialTree), true});
         v.push_back({c, algo(Algo::ReduceThenScatter, 3, seg, 0, Algo::KaryTree), true});
+        v.push_back({c, algo(Algo::Butterfly), false});
     }
     for (Coll c : {Coll::Scan, Coll::Exscan}) {
         v.push_back({c, algo(Algo::Chain, 1, seg), true});
@@ -1346,6 +1347,23 @@ TEST(CdagSelect, BarrierLinearAtFourToSevenRanks) {
         for (int r = 0; r < p; ++r)
             EXPECT_EQ(select(w.spec[r]).algo, p >= 4 && p < 8 ? Algo::Linear : Algo::Dissemination) << "p " << p;
     }
+}
+
+/* Reduce_scatter of small vectors with a commutative op: recursive
+ * halving (log2 p exchanges) from 3 ranks; non-commutative ops and
+ * larger vectors keep the order-preserving tree, 2 ranks one exchange. */
+TEST(CdagSelect, ReduceScatterHalvesSmallCommutativeVectors) {
+    for (int p = 2; p <= 9; ++p)
+        for (uint64_t count : {uint64_t(1), uint64_t(16), uint64_t(64), uint64_t(128)})
+            for (const TestOp *op : {&kSum, &kHash}) {
+                World w = make_world(Coll::ReduceScatterBlock, p, 0, count, op, false, 1);
+                const uint64_t n = count * uint64_t(p) * w.spec[0].elem_size;
+                const Algo want = p == 2 ? Algo::Pairwise
+                                  : op->commutative && n <= 512 ? Algo::Butterfly
+                                                                : Algo::ReduceThenScatter;
+                for (int r = 0; r < p; ++r) EXPECT_EQ(select(w.spec[r]).algo, want) << "p " << p << " n " << n;
+                ASSERT_EQ(run_one(w, algo(Algo::Auto), 100 + p + count), "") << describe(w, select(w.spec[0]));
+            }
 }
 
 /* At 2 ranks a rooted tree is one hop: nothing pipelines, and every extra
