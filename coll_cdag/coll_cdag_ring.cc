@@ -133,7 +133,7 @@ bool ring_setup(std::string *err)
      * bcast 8 KiB 6.7 against 3.9 us, gather 10.9 / 5.3, reduce 8.5 / 3.4,
      * reduce 128 KiB 36.8 / 20.6) */
     double ns = -1;
-    if (G.cfg.cma && G.cfg.cma_min < 0 && !G.cfg.oversubscribed) ns = rdrp::shm::cma_self_copy_ns(4096, 16);
+    if (G.cfg.cma && G.cfg.cma_min < 0 && !G.cfg.oversubscribed) ns = rdrp::shm::cma_probe_4k_ns();
     G.cma_min = !G.cfg.cma              ? 0
                 : G.cfg.cma_min >= 0    ? static_cast<uint64_t>(G.cfg.cma_min)
                 : G.cfg.oversubscribed  ? 0

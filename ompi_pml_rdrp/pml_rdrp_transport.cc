@@ -102,7 +102,7 @@ void transport_configure()
      * takes either protocol), so ranks that measured differently still
      * interoperate */
     if (p.shm_cma_min < 0) {
-        double ns = shm::cma_self_copy_ns(4096, 16);
+        double ns = shm::cma_probe_4k_ns();
         p.shm_cma_min = static_cast<int>(shm::single_copy_min_for(ns));
         RDRP_VERBOSE(2, "a 4 KiB CMA copy costs %.0f ns here: single copy to peers on this node from %d bytes "
                      "(0: none)", ns, p.shm_cma_min);

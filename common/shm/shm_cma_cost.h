@@ -26,10 +26,22 @@ namespace rdrp::shm {
  * in); negative (-errno) when CMA is not permitted here. */
 double cma_self_copy_ns(size_t bytes, int reps);
 
+/* The start-up probe: the fastest 4 KiB self copy over three rounds of 16
+ * (cma_self_copy_ns(4096, 16) three times; a round is cut short by a
+ * failure).  One round at MPI_Init read over 1 us in 7 processes of 12 on the
+ * Intel guest (two ranks, each probing while the other and the launch
+ * threads ran), where the copy costs 0.7 us alone. */
+double cma_probe_4k_ns();
+
 /* The smallest message worth a single copy, from what a 4 KiB CMA copy
- * costs (cma_self_copy_ns(4096, ...)): kCheapCma8k when it is cheap, else
- * 0 (none: the ring up to its eager limit). */
-constexpr double kCheapCmaNs = 1000.0;
+ * costs (cma_probe_4k_ns()): kCheapCmaMin when it is cheap, else 0 (none:
+ * the ring up to its eager limit).  Where it is cheap: inside an MPI
+ * process on the Intel guest the probe reads 0.7-1.9 us (more than the
+ * 0.7 us of a bare process), and single copy still wins there from 8 KiB
+ * (osu_latency over pml/rdrp, best of 5: 8 KiB 1.81 against the ring's
+ * 2.61 us, 16 KiB 2.29 / 4.05, 64 KiB 4.94 / 11.28); at 1 us the probe
+ * turned it off in over half of the runs. */
+constexpr double kCheapCmaNs = 2500.0;
 constexpr size_t kCheapCmaMin = 8192;
 inline size_t single_copy_min_for(double cost_4k_ns)
 {
