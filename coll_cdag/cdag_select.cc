@@ -13,7 +13,8 @@
  *  Allreduce            n <= 8 KiB, count < p, p == 2  Butterfly (any op)
  *                       commutative                    Ring, 512 KiB segments
  *                       non-commutative                ReduceBcast, KaryTree k=2, seg(n) segments
- *  Gather, Scatter      n <= 64 KiB                    KnomialTree k=2
+ *  Gather, Scatter      4 <= p < 8                     Linear
+ *                       n <= 64 KiB                    KnomialTree k=2
  *                       otherwise                      Linear
  *  Allgather            n <= 32 KiB, p power of two    Butterfly
  *                       n <= 32 KiB                    Dissemination (Bruck)
@@ -113,6 +114,15 @@ AlgoChoice select(const CollSpec &c) {
         return make(Algo::ReduceBcast, 2, pipeline_segment(red_bytes), 0, Algo::KaryTree);
     case Coll::Gather:
     case Coll::Scatter:
+        /* One hop from or to the root instead of two for a quarter of the
+         * ranks: np 4 on 2 cores, OSU 1 B - 4 KiB, three interleaved runs
+         * (best of 5-7), linear / binomial: scatter 0.35-0.73 / 0.61-1.61
+         * us over ob1 (tuned 0.35-6.4), 0.28-0.91 / 0.32-1.24 over pml/rdrp
+         * (tuned 0.44-5.3); gather 1.31-1.73 / 1.88-2.86 over ob1 (tuned
+         * 1.76-7.2), 1.43-1.95 / 1.36-2.75 over rdrp (tuned 1.02-1.77).
+         * The root's p-1 sends are ring pushes at these sizes; at np 3 the
+         * binomial tree is already flat. */
+        if (p >= 4 && p < 8) return make(Algo::Linear);
         return c.count * p <= 64 * KiB ? make(Algo::KnomialTree, 2) : make(Algo::Linear);
     case Coll::Allgather:
         if (c.count * p <= 32 * KiB) return make((p & (p - 1)) == 0 ? Algo::Butterfly : Algo::Dissemination);

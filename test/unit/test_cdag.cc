@@ -1349,6 +1349,19 @@ TEST(CdagSelect, BarrierLinearAtFourToSevenRanks) {
     }
 }
 
+/* Gather and Scatter: flat (one hop to or from the root) at 4-7 ranks,
+ * binomial below and above up to 64 KiB, flat beyond; every rank alike. */
+TEST(CdagSelect, GatherScatterFlatAtFourToSevenRanks) {
+    for (Coll c : {Coll::Gather, Coll::Scatter})
+        for (int p = 2; p <= 12; ++p)
+            for (uint64_t count : {uint64_t(1), uint64_t(512), uint64_t(40000)}) {
+                World w = make_world(c, p, p - 1, count, nullptr, false, 1);
+                const Algo want = (p >= 4 && p < 8) || count * p > 65536 ? Algo::Linear : Algo::KnomialTree;
+                for (int r = 0; r < p; ++r)
+                    EXPECT_EQ(select(w.spec[r]).algo, want) << coll_name(c) << " p " << p << " count " << count;
+            }
+}
+
 /* Reduce_scatter of small vectors with a commutative op: recursive
  * halving (log2 p exchanges) from 3 ranks; non-commutative ops and
  * larger vectors keep the order-preserving tree, 2 ranks one exchange. */
