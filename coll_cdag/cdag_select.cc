@@ -7,7 +7,8 @@
  *  collective           condition                      variant
  *  Barrier              4 <= p < 8                     Linear (fan-in to rank 0, fan-out)
  *                       otherwise                      Dissemination
- *  Bcast, Reduce        n <= 4 KiB or p == 2           KnomialTree k=2 (binomial), whole
+ *  Bcast, Reduce        n <= 4 KiB, 4 <= p < 8         Linear (flat), whole
+ *                       n <= 4 KiB or p == 2           KnomialTree k=2 (binomial), whole
  *                       n/seg(n) < 2p                  KaryTree k=2, seg(n) segments
  *                       otherwise                      Chain, seg(n) segments
  *  Allreduce            n <= 8 KiB, count < p, p == 2  Butterfly (any op)
@@ -71,6 +72,13 @@ AlgoChoice make(Algo a, int radix = 2, uint64_t seg = 0, int window = 0, Algo tr
 }
 
 AlgoChoice rooted_tree(uint64_t n, int p) {
+    /* Small messages at 4-7 ranks: one hop from or to the root, as gather
+     * and scatter.  np 4 on 2 cores, OSU 1 B - 4 KiB, best of 7, flat /
+     * binomial: reduce 1.37-2.03 / 1.85-2.75 us over ob1 (tuned 1.53-10.2),
+     * 1.33-2.02 / 1.85-2.92 over pml/rdrp (tuned 1.87-3.81); bcast 1-256 B
+     * 0.35-0.48 / 0.40-0.50 over ob1, 0.30-0.41 / 0.66-0.84 over rdrp,
+     * 512 B - 2 KiB within 0.1 us either way, 4 KiB 0.84-0.87 / 1.00-1.32 */
+    if (n <= 4 * KiB && p >= 4 && p < 8) return make(Algo::Linear);
     if (n <= 4 * KiB || p == 2) return make(Algo::KnomialTree, 2);
     const uint64_t seg = pipeline_segment(n);
     if (n / seg < uint64_t(2 * p)) return make(Algo::KaryTree, 2, seg);

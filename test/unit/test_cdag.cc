@@ -1349,6 +1349,30 @@ TEST(CdagSelect, BarrierLinearAtFourToSevenRanks) {
     }
 }
 
+/* Bcast and Reduce of up to 4 KiB: flat at 4-7 ranks, binomial below and
+ * above (non-commutative reductions too: both trees combine in vrank
+ * order); every rank alike, and the plans run. */
+TEST(CdagSelect, SmallRootedCallsFlatAtFourToSevenRanks) {
+    for (Coll c : {Coll::Bcast, Coll::Reduce})
+        for (int p = 2; p <= 12; ++p)
+            for (uint64_t count : {uint64_t(1), uint64_t(64), uint64_t(9000)})
+                for (const TestOp *op : c == Coll::Reduce ? std::vector<const TestOp *>{&kSum, &kHash}
+                                                          : std::vector<const TestOp *>{nullptr}) {
+                    World w = make_world(c, p, p / 2, count, op, false, 1);
+                    const uint64_t n = count * (op ? w.spec[0].elem_size : 1);
+                    for (int r = 0; r < p; ++r) {
+                        const Algo a = select(w.spec[r]).algo;
+                        if (n <= 4096 && p >= 4 && p < 8)
+                            EXPECT_EQ(a, Algo::Linear) << coll_name(c) << " p " << p << " n " << n;
+                        else if (n <= 4096)
+                            EXPECT_EQ(a, Algo::KnomialTree) << coll_name(c) << " p " << p << " n " << n;
+                        else
+                            EXPECT_NE(a, Algo::Linear) << coll_name(c) << " p " << p << " n " << n;
+                    }
+                    if (n <= 4096) ASSERT_EQ(run_one(w, algo(Algo::Auto), 300 + p + count), "") << describe(w, select(w.spec[0]));
+                }
+}
+
 /* Gather and Scatter: flat (one hop to or from the root) at 4-7 ranks,
  * binomial below and above up to 64 KiB, flat beyond; every rank alike. */
 TEST(CdagSelect, GatherScatterFlatAtFourToSevenRanks) {
