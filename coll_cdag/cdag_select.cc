@@ -21,7 +21,7 @@
  *                       n <= 32 KiB                    Dissemination (Bruck)
  *                       otherwise                      Ring
  *  Alltoall             blk <= 1 KiB                   Linear, window 0 (p <= 32) or 32
- *                       blk <= 64 KiB                  Linear, window 8
+ *                       blk <= 64 KiB or 3 <= p < 8    Linear, window 8
  *                       otherwise                      Pairwise
  *  ReduceScatter(Block) p == 2, n <= 64 KiB            Pairwise (one exchange)
  *                       commutative, n <= 512 B        Butterfly (recursive halving)
@@ -137,7 +137,11 @@ AlgoChoice select(const CollSpec &c) {
         return make(Algo::Ring);
     case Coll::Alltoall:
         if (c.count <= 1 * KiB) return make(Algo::Linear, 2, 0, p <= 32 ? 0 : 32);
-        if (c.count <= 64 * KiB) return make(Algo::Linear, 2, 0, 8);
+        /* Few ranks: every pair at once (coll/tuned's linear too).  OSU,
+         * 128 KiB - 2 MiB per pair, best of 5, two runs, linear / pairwise:
+         * np 4 110-2072 / 129-2204 us, np 3 68-1333 / 88-1371 (over ob1
+         * and pml/rdrp; 4 MiB within the noise either way) */
+        if (c.count <= 64 * KiB || (p >= 3 && p < 8)) return make(Algo::Linear, 2, 0, 8);
         return make(Algo::Pairwise);
     case Coll::ReduceScatterBlock:
     case Coll::ReduceScatter: {

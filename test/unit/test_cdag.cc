@@ -1373,6 +1373,17 @@ TEST(CdagSelect, SmallRootedCallsFlatAtFourToSevenRanks) {
                 }
 }
 
+/* Alltoall of large blocks: every pair at once below 8 ranks (from 3),
+ * pairwise from 8 and at 2; small blocks linear everywhere. */
+TEST(CdagSelect, AlltoallLinearBelowEightRanks) {
+    for (int p = 2; p <= 12; ++p)
+        for (uint64_t blk : {uint64_t(512), uint64_t(65536), uint64_t(65537), uint64_t(1) << 20}) {
+            World w = make_world(Coll::Alltoall, p, 0, blk, nullptr, false, 1);
+            const Algo want = blk <= 65536 || (p >= 3 && p < 8) ? Algo::Linear : Algo::Pairwise;
+            for (int r = 0; r < p; ++r) EXPECT_EQ(select(w.spec[r]).algo, want) << "p " << p << " blk " << blk;
+        }
+}
+
 /* Gather and Scatter: flat (one hop to or from the root) at 4-7 ranks,
  * binomial below and above up to 64 KiB, flat beyond; every rank alike. */
 TEST(CdagSelect, GatherScatterFlatAtFourToSevenRanks) {
