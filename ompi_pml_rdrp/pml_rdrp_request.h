@@ -344,8 +344,7 @@ static inline int rounds_per_full_progress()
 /* The send path's size rules (pml_rdrp_send.cc uses them; the protocol
  * table of pml_rdrp_explain.cc asks them too, so it cannot drift). */
 /* eager (one active message) when it has a credit, else rendezvous; to a
- * CMA peer from ep->cma_from on by single copy (eager_when_idle: the
- * choice while the peer keeps up, which the protocol table shows) */
+ * CMA peer, from ep->cma_from on, by single copy when the ring is idle */
 static inline size_t eager_limit_of(const Endpoint *ep) { return ep->eager_limit; }
 static inline bool eager_when_idle(const Endpoint *ep, size_t len)
 {

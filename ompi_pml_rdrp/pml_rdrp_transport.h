@@ -57,9 +57,8 @@ struct Endpoint {
     int          remote;   /* on another node */
     int          path;     /* RDRP_PATH_* for rendezvous to this peer */
     size_t       eager_limit = 0;  /* largest eager payload to this peer (transport_connect) */
-    size_t       cma_from = 0;     /* single copy from here up to eager_limit (below
-                                      kRingStreamBelow only while the peer keeps up:
-                                      eager_for); 0: never */
+    size_t       cma_from = 0;     /* single copy from here up to eager_limit while the ring is
+                                      idle (eager_for); 0: never */
     ompi_proc_t *proc;
     std::deque<Request *> waiting;  /* sends waiting for credit, in send order (pml_rdrp_pacing.h) */
     /* shared-memory transport (pml_rdrp_transport.h) */
