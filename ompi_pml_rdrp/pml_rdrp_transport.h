@@ -57,8 +57,6 @@ struct Endpoint {
     int          remote;   /* on another node */
     int          path;     /* RDRP_PATH_* for rendezvous to this peer */
     size_t       eager_limit = 0;  /* largest eager payload to this peer (transport_connect) */
-    size_t       cma_from = 0;     /* single copy from here up to eager_limit while the ring is
-                                      idle (eager_for); 0: never */
     ompi_proc_t *proc;
     std::deque<Request *> waiting;  /* sends waiting for credit, in send order (pml_rdrp_pacing.h) */
     /* shared-memory transport (pml_rdrp_transport.h) */
@@ -105,17 +103,6 @@ inline bool am_can_send_now(Endpoint *ep, size_t hlen, size_t plen)
 inline bool peer_has_unread(Endpoint *ep)
 {
     return ep->shm && (!ep->backlog.empty() || !ep->node.tx.drained());
-}
-
-/* ep is a ring peer still busy with what we sent it: more than a few
- * control messages unread (eager data, or a run of RTS), or a backlog.
- * A FIN or credit packet of the last exchange (one line each) does not
- * count: in a ping-pong the peer is still reading the FIN of our last
- * receive when we send again. */
-constexpr uint64_t kRingIdleUnread = 4 * 64;
-inline bool peer_ring_busy(Endpoint *ep)
-{
-    return ep->shm && (!ep->backlog.empty() || ep->node.tx.unread_bytes() > kRingIdleUnread);
 }
 
 /* The handler of message `id` when it comes through a ring (the same

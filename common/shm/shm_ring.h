@@ -283,15 +283,10 @@ public:
 
     /* The consumer has read every message pushed so far (one load of
      * the consumer's head: its cache line, no more). */
-    bool drained() { return unread_bytes() == 0; }
-
-    /* Bytes of entries (and skip markers) pushed that the consumer has not
-     * taken yet, as of its last published head: a small message is one
-     * 64-byte line. */
-    uint64_t unread_bytes()
+    bool drained()
     {
         if (head_seen_ != tail_) head_seen_ = ctl_->head.load(std::memory_order_acquire);
-        return tail_ - head_seen_;
+        return head_seen_ == tail_;
     }
 
     /* The consumer has probably taken everything (it just sent us a

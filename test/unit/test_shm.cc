@@ -115,40 +115,6 @@ TEST(ShmRing, DrainedExactlyWhenTheConsumerReadEverything)
     }
 }
 
-// unread_bytes() (pml/rdrp's "peer busy" test) counts the lines of the
-// entries not yet read: one 64-byte line per small message, whole lines
-// for larger ones, at least a line per message; 0 once all are read.
-TEST(ShmRing, UnreadBytesCountTheLinesNotYetRead)
-{
-    LocalRing r(1 << 16);
-    EXPECT_EQ(r.prod.unread_bytes(), 0u);
-    char small[8] = {}, big[3000] = {};
-    ASSERT_TRUE(r.prod.push(1, small, sizeof(small), nullptr, 0));
-    EXPECT_EQ(r.prod.unread_bytes(), 64u);
-    ASSERT_TRUE(r.prod.push(1, small, sizeof(small), nullptr, 0));
-    EXPECT_EQ(r.prod.unread_bytes(), 128u);
-    ASSERT_TRUE(r.prod.push(1, small, sizeof(small), big, sizeof(big)));
-    uint64_t three = r.prod.unread_bytes();
-    EXPECT_GE(three, 128u + sizeof(big));
-    EXPECT_EQ(three % 64, 0u);
-    r.cons.poll([](uint16_t, const void *, size_t, const void *, size_t) {}, 1);
-    EXPECT_EQ(r.prod.unread_bytes(), three - 64);
-    r.cons.poll([](uint16_t, const void *, size_t, const void *, size_t) {});
-    EXPECT_EQ(r.prod.unread_bytes(), 0u);
-    EXPECT_TRUE(r.prod.drained());
-    std::mt19937 rng(11);  // random traffic: unread_bytes() == 0 exactly when drained
-    for (int step = 0; step < 5000; ++step) {
-        if (rng() % 2) {
-            std::string p = bytes(rng, rng() % 700);
-            (void)r.prod.push(1, nullptr, 0, p.data(), p.size());
-        } else {
-            r.cons.poll([](uint16_t, const void *, size_t, const void *, size_t) {}, 1 + rng() % 4);
-        }
-        ASSERT_EQ(r.prod.unread_bytes() == 0, r.prod.drained());
-        ASSERT_LE(r.prod.unread_bytes(), uint64_t(1) << 16);
-    }
-}
-
 // A consumer that keeps up: the producer goes back to the start of the
 // ring instead of walking all of it (fresh pages, cold lines), and a
 // stream that outruns its consumer still uses the whole ring.
