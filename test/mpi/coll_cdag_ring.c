@@ -164,10 +164,17 @@ int main(int argc, char **argv)
         snprintf(go, sizeof go, "/tmp/rdrp-coll-cdag-ring-%lld.go", root_pid);
         CHECK_MPI(MPI_Barrier(node));
         read_all(a);
+        /* Under token throttling the root's starts may wait for node tokens
+         * that a child's cache holds until that child calls MPI again (a
+         * CI run, throttle node with the cache at np 8: no word in 30 s):
+         * there the children wait at most a second and the ring need not
+         * fill. */
+        const char *thr = getenv("OMPI_MCA_coll_cdag_throttle");
+        const int throttled = thr && strcmp(thr, "off") != 0;
         if (lr != 0) {
             double t0 = mt_now();
-            while (access(go, F_OK) != 0 && mt_now() - t0 < 30) mt_sleep_ms(1);
-            CHECK(access(go, F_OK) == 0, "no word from the root in 30 s (%s)", go);
+            while (access(go, F_OK) != 0 && mt_now() - t0 < (throttled ? 1 : 30)) mt_sleep_ms(1);
+            if (!throttled) CHECK(access(go, F_OK) == 0, "no word from the root in 30 s (%s)", go);
         }
         for (int k = 0; k < K; k++) {
             char *p = bufs + (size_t)k * N;
@@ -181,11 +188,11 @@ int main(int argc, char **argv)
             if (f) fclose(f);
         }
         CHECK_MPI(MPI_Waitall(K, rq, MPI_STATUSES_IGNORE));
-        CHECK_MPI(MPI_Barrier(node));  /* every child saw the file */
+        CHECK_MPI(MPI_Barrier(node));  /* every child saw the file (or, throttled, gave up on it) */
         if (lr == 0) unlink(go);
         for (int k = 0; k < K; k++) CHECK_BUF(bufs + (size_t)k * N, N, 0, 13, k, "ibcast %d", k);
         read_all(b);
-        if (lr == 0 && b[P_RUNS] != a[P_RUNS] && expect_ring && limit >= N)
+        if (lr == 0 && b[P_RUNS] != a[P_RUNS] && expect_ring && limit >= N && !throttled)
             CHECK(b[P_BACKLOG] > a[P_BACKLOG], "%d x %d B to children asleep, and no ring message waited for room", K,
                   N);
         if (!expect_ring) CHECK(b[P_RING] == a[P_RING], "ring messages with coll_cdag_ring 0");
