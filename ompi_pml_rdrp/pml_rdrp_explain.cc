@@ -47,7 +47,7 @@ struct Choice {
 Choice choice_for(const Endpoint *ep, size_t len)
 {
     Choice c;
-    if (eager_for(ep, len)) {
+    if (eager_when_idle(ep, len)) {
         c.eager = true;
         return c;
     }
@@ -154,6 +154,10 @@ void explain_peer(const Endpoint *ep)
         RDRP_VERBOSE(RDRP_EXPLAIN_LEVEL, "%s %-24s | %-8s | %-4s | %-11s | %-8s | %s", who, range,
                      proto_name(r.c), path_name(r.c.path), first, chunk, window);
     }
+    if (ep->cma_from && ep->cma_from < kRingStreamBelow)
+        RDRP_VERBOSE(RDRP_EXPLAIN_LEVEL, "%s (the table while the peer keeps up with what we send; while it has more than "
+                     "a few messages of ours unread, %zu .. %zu go eager through the ring too)", who, ep->cma_from,
+                     std::min(eager_limit_of(ep), kRingStreamBelow - 1));
 }
 
 }  // namespace rdrp

@@ -343,9 +343,32 @@ static inline int rounds_per_full_progress()
 
 /* The send path's size rules (pml_rdrp_send.cc uses them; the protocol
  * table of pml_rdrp_explain.cc asks them too, so it cannot drift). */
-/* eager (one active message) when it has a credit, else rendezvous */
+/* eager (one active message) when it has a credit, else rendezvous; to a
+ * CMA peer from ep->cma_from on by single copy (eager_when_idle: the
+ * choice while the peer keeps up, which the protocol table shows) */
 static inline size_t eager_limit_of(const Endpoint *ep) { return ep->eager_limit; }
-static inline bool eager_for(const Endpoint *ep, size_t len) { return len <= eager_limit_of(ep); }
+static inline bool eager_when_idle(const Endpoint *ep, size_t len)
+{
+    return len <= eager_limit_of(ep) && (ep->cma_from == 0 || len < ep->cma_from);
+}
+/* The choice at the moment of sending.  A message of single-copy size
+ * below kRingStreamBelow goes through the ring after all while the peer
+ * is still busy with what we sent it (peer_ring_busy): a stream, where the
+ * copies into and out of the ring overlap and a rendezvous round trip and
+ * system call per message would pace it; a message to a peer that keeps
+ * up (a ping-pong) keeps the single copy's latency.  OSU over pml/rdrp,
+ * best of 5, single copy / ring for streams: osu_bw 8 KiB 10.0 / 12.2
+ * GB/s, osu_bibw 8 KiB 8.5-9.3 / 12.6; from 16 KiB single copy wins
+ * streams too (bibw 16 / 32 / 64 KiB 13.6-14.9 / 17.6-18.8 / 21.6-22.4
+ * against the ring's 12.5 / 12.3 / 12.9: two copies per message on both
+ * cores); osu_latency 8 KiB 1.81 us against the ring's 2.61.  Either way
+ * the receiver matches it in order (eager and RTS share the sequence). */
+constexpr size_t kRingStreamBelow = 16384;
+static inline bool eager_for(Endpoint *ep, size_t len)
+{
+    if (len > eager_limit_of(ep)) return false;
+    return ep->cma_from == 0 || len < ep->cma_from || (len < kRingStreamBelow && peer_ring_busy(ep));
+}
 /* The rdrp protocol's data path to ep for a message of len bytes: the
  * peer's, except that under auto a large message to an on-node peer that
  * has no CMA (so uses am) goes by rma (see pml_rdrp_auto_rma_min). */
@@ -362,7 +385,7 @@ static inline int data_path_for(const Endpoint *ep, size_t len)
  * a credit in vain) or on the cma path (the receiver reads it all) */
 static inline size_t rts_first_chunk_for(const Endpoint *ep, size_t len)
 {
-    if (eager_for(ep, len) || data_path_for(ep, len) == RDRP_PATH_CMA) return 0;
+    if (len <= eager_limit_of(ep) || data_path_for(ep, len) == RDRP_PATH_CMA) return 0;
     return len < mca_pml_rdrp_params.rndv_first_chunk ? len : mca_pml_rdrp_params.rndv_first_chunk;
 }
 

@@ -217,10 +217,11 @@ Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
      * moves by active messages pays round trips a copy does not */
     ep->eager_limit = ep->shm ? p.shm_eager_limit : p.eager_limit;
     const char *eager_from = ep->shm ? "pml_rdrp_shm_eager_limit" : "pml_rdrp_eager_limit";
+    ep->cma_from = 0;
     if (ep->shm && ep->path == RDRP_PATH_CMA && p.shm_cma_min > 0 &&
         static_cast<size_t>(p.shm_cma_min) <= ep->eager_limit) {
-        ep->eager_limit = static_cast<size_t>(p.shm_cma_min) - 1;
-        eager_from = "pml_rdrp_shm_cma_min: a single copy is cheaper than the ring from there";
+        ep->cma_from = static_cast<size_t>(p.shm_cma_min);
+        eager_from = "pml_rdrp_shm_eager_limit; from pml_rdrp_shm_cma_min by single copy, below 16 KiB only while the peer keeps up";
     }
     if (!ep->shm && ep->remote && ep->path == RDRP_PATH_AM && p.am_eager_limit > ep->eager_limit) {
         ep->eager_limit = p.am_eager_limit;

@@ -57,6 +57,9 @@ struct Endpoint {
     int          remote;   /* on another node */
     int          path;     /* RDRP_PATH_* for rendezvous to this peer */
     size_t       eager_limit = 0;  /* largest eager payload to this peer (transport_connect) */
+    size_t       cma_from = 0;     /* single copy from here up to eager_limit (below
+                                      kRingStreamBelow only while the peer keeps up:
+                                      eager_for); 0: never */
     ompi_proc_t *proc;
     std::deque<Request *> waiting;  /* sends waiting for credit, in send order (pml_rdrp_pacing.h) */
     /* shared-memory transport (pml_rdrp_transport.h) */
@@ -103,6 +106,18 @@ inline bool am_can_send_now(Endpoint *ep, size_t hlen, size_t plen)
 inline bool peer_has_unread(Endpoint *ep)
 {
     return ep->shm && (!ep->backlog.empty() || !ep->node.tx.drained());
+}
+
+/* ep is a ring peer still busy with what we sent it: four or more of our
+ * messages unread (eager data, or a run of RTS), or a backlog.  Counted in
+ * messages: the FIN or credit packet of the last exchange, or one earlier
+ * message of any size, still unread is a peer that keeps up (in a
+ * ping-pong the peer is still reading the FIN of our last receive when we
+ * send again), not a stream. */
+constexpr unsigned kRingBusyUnread = 4;
+inline bool peer_ring_busy(Endpoint *ep)
+{
+    return ep->shm && (!ep->backlog.empty() || ep->node.tx.unread_at_least(kRingBusyUnread));
 }
 
 /* The handler of message `id` when it comes through a ring (the same

@@ -277,6 +277,7 @@ public:
         e->id = id;
         e->hlen = static_cast<uint16_t>(hlen);
         e->pos.store(tail_, std::memory_order_release);
+        recent_[pushes_++ & (kRecentPushes - 1)] = tail_;
         tail_ += entry_bytes(len);
     }
 
@@ -287,6 +288,19 @@ public:
     {
         if (head_seen_ != tail_) head_seen_ = ctl_->head.load(std::memory_order_acquire);
         return head_seen_ == tail_;
+    }
+
+    /* At least k (1 <= k <= kRecentPushes) of the messages pushed are
+     * still unread, as of the consumer's last published head.  Counted in
+     * messages, not bytes: one large unread message is not a stream. */
+    static constexpr unsigned kRecentPushes = 8;
+    bool unread_at_least(unsigned k)
+    {
+        if (pushes_ < k) return false;
+        uint64_t start = recent_[(pushes_ - k) & (kRecentPushes - 1)];
+        if (head_seen_ > start) return false;  /* the head only grows */
+        head_seen_ = ctl_->head.load(std::memory_order_acquire);
+        return head_seen_ <= start;
     }
 
     /* The consumer has probably taken everything (it just sent us a
@@ -302,6 +316,8 @@ private:
     uint64_t head_seen_ = 0;  /* the consumer's head when we last looked */
     uint64_t rewind_tried_ = 0;  /* tail_ when we last looked for a drained ring, by count */
     uint64_t hint_tried_ = 0;    /* ... on a hint */
+    uint64_t pushes_ = 0;        /* messages committed */
+    uint64_t recent_[kRecentPushes] = {};  /* start positions of the last ones (unread_at_least) */
 };
 
 /* The consumer's view of a ring. */

@@ -14,8 +14,10 @@
  *    ring pages paid a page fault per 4 KiB, osu_bibw 1 B two thirds of
  *    its rate on this project's VM;
  *  - from pml_rdrp_shm_cma_min (measured at start-up by default) a message
- *    that would fit the ring goes by single copy instead; the sender's
- *    value decides (MPITEST_RDRP_MIXED_CMA=1 gives ranks different ones);
+ *    that would fit the ring goes by single copy instead while the peer
+ *    keeps up (a ping-pong), through the ring while it has messages of
+ *    ours unread (a stream); the sender's value decides
+ *    (MPITEST_RDRP_MIXED_CMA=1 gives ranks different ones);
  * MPITEST_EXPECT_SHM=1 (pml/rdrp's default on one node): every message
  * went through a shared-memory ring (pml_rdrp_ucx_sent stays 0), some had
  * to wait for ring room, and large messages moved by CMA.
@@ -182,11 +184,16 @@ int main(int argc, char **argv)
     pvar_close(&passes);
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
-    mt_section("single copy from pml_rdrp_shm_cma_min");
+    mt_section("single copy from pml_rdrp_shm_cma_min while the peer keeps up");
     /* pml_rdrp_shm_cma_min (-1, the default, is measured at start-up) is
      * a resolved size after MPI_Init; to a peer on the node a message one
-     * byte below it goes through the ring, one of that size by CMA, while
-     * both fit one ring message (pml_rdrp_shm_eager_limit). */
+     * byte below it goes through the ring, one of that size by CMA when
+     * the peer has read what we sent (each message here waits for the
+     * receiver's answer), while both fit one ring message
+     * (pml_rdrp_shm_eager_limit).  A ping-pong of that size goes by CMA
+     * every time (the FIN of the last exchange still unread by the peer
+     * does not count as busy); a stream to a receiver that is away goes
+     * through the ring once a few messages are unread. */
     {
         long long cma_min = -2, shm_eager = 0;
         pvar_t eager;
@@ -204,21 +211,77 @@ int main(int argc, char **argv)
          * The sizes below follow the sender's, rank 0's, value. */
         CHECK_MPI(MPI_Bcast(&cma_min, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
         if (expect == 1 && cma_min > 1 && cma_min <= shm_eager && mt_size >= 2 && mt_rank < 2) {
-            size_t n[2] = {(size_t)cma_min - 1, (size_t)cma_min};
-            char *b = mt_malloc(n[1]);
+            enum { PINGS = 20, STREAM = 32 };
+            const size_t n = (size_t)cma_min;
+            char *b = mt_malloc(n * STREAM);
+            MPI_Status st;
+            /* one message below the size, one of it; each answered */
             for (int k = 0; k < 2; k++) {
+                size_t len = n - 1 + (size_t)k;
                 if (mt_rank == 0) {
                     unsigned long e0 = pvar_read(&eager), c0 = pvar_read(&cma);
-                    mt_fill(b, n[k], 0, 80 + k, 0);
-                    CHECK_MPI(MPI_Send(b, (int)n[k], MPI_BYTE, 1, 80 + k, MPI_COMM_WORLD));
+                    mt_fill(b, len, 0, 80 + k, 0);
+                    CHECK_MPI(MPI_Send(b, (int)len, MPI_BYTE, 1, 80 + k, MPI_COMM_WORLD));
                     unsigned long de = pvar_read(&eager) - e0, dc = pvar_read(&cma) - c0;
                     CHECK(k == 0 ? (de == 1 && dc == 0) : (de == 0 && dc == 1),
-                          "%zu bytes (single copy from %lld): %lu eager, %lu CMA rendezvous", n[k], cma_min, de, dc);
+                          "%zu bytes (single copy from %lld): %lu eager, %lu CMA rendezvous", len, cma_min, de, dc);
+                    CHECK_MPI(MPI_Recv(NULL, 0, MPI_BYTE, 1, 90 + k, MPI_COMM_WORLD, &st));
                 } else {
-                    MPI_Status st;
-                    CHECK_MPI(MPI_Recv(b, (int)n[k], MPI_BYTE, 0, 80 + k, MPI_COMM_WORLD, &st));
-                    CHECK_STATUS(&st, 0, 80 + k, (long long)n[k], "%zu bytes", n[k]);
-                    CHECK_BUF(b, n[k], 0, 80 + k, 0, "%zu bytes", n[k]);
+                    CHECK_MPI(MPI_Recv(b, (int)len, MPI_BYTE, 0, 80 + k, MPI_COMM_WORLD, &st));
+                    CHECK_STATUS(&st, 0, 80 + k, (long long)len, "%zu bytes", len);
+                    CHECK_BUF(b, len, 0, 80 + k, 0, "%zu bytes", len);
+                    CHECK_MPI(MPI_Send(NULL, 0, MPI_BYTE, 0, 90 + k, MPI_COMM_WORLD));
+                }
+            }
+            /* a ping-pong: both directions by single copy */
+            unsigned long e0 = pvar_read(&eager), c0 = pvar_read(&cma);
+            for (int i = 0; i < PINGS; i++) {
+                int me = mt_rank, other = 1 - mt_rank;
+                for (int leg = 0; leg < 2; leg++) {
+                    if (leg == me) {
+                        mt_fill(b, n, me, 100 + i, 0);
+                        CHECK_MPI(MPI_Send(b, (int)n, MPI_BYTE, other, 100 + i, MPI_COMM_WORLD));
+                    } else {
+                        CHECK_MPI(MPI_Recv(b, (int)n, MPI_BYTE, other, 100 + i, MPI_COMM_WORLD, &st));
+                        CHECK_STATUS(&st, other, 100 + i, (long long)n, "ping-pong %d", i);
+                        CHECK_BUF(b, n, other, 100 + i, 0, "ping-pong %d", i);
+                    }
+                }
+            }
+            unsigned long de = pvar_read(&eager) - e0, dc = pvar_read(&cma) - c0;
+            /* rank 0's sends (its value is the one broadcast): when we send,
+             * the peer has answered our last message; all it may not have
+             * read is the FIN of our last receive, one message, and the
+             * peer counts as busy from four (kRingBusyUnread) */
+            if (mt_rank == 0)
+                CHECK(dc == PINGS && de == 0,
+                      "ping-pong of %zu bytes: %lu of %d sends by CMA, %lu eager (single copy while the peer keeps up)",
+                      n, dc, PINGS, de);
+            /* a stream to a receiver away outside MPI: the ring takes it
+             * below 16 KiB (kRingStreamBelow; from there single copy wins
+             * streams too).  Ranks 0 and 1 only: meet by a 0-byte exchange. */
+            CHECK_MPI(MPI_Sendrecv(NULL, 0, MPI_BYTE, 1 - mt_rank, 99, NULL, 0, MPI_BYTE, 1 - mt_rank, 99,
+                                   MPI_COMM_WORLD, &st));
+            if (mt_rank == 0) {
+                MPI_Request rq[STREAM];
+                e0 = pvar_read(&eager);
+                c0 = pvar_read(&cma);
+                for (int i = 0; i < STREAM; i++) {
+                    mt_fill(b + (size_t)i * n, n, 0, 200 + i, 0);
+                    CHECK_MPI(MPI_Isend(b + (size_t)i * n, (int)n, MPI_BYTE, 1, 200 + i, MPI_COMM_WORLD, &rq[i]));
+                }
+                CHECK_MPI(MPI_Waitall(STREAM, rq, MPI_STATUSES_IGNORE));
+                de = pvar_read(&eager) - e0;
+                dc = pvar_read(&cma) - c0;
+                CHECK((n >= 16384 || de >= 4) && de + dc == STREAM,
+                      "a stream of %d x %zu bytes to a receiver away: %lu eager through the ring, %lu by CMA "
+                      "(a busy peer should get the ring)", STREAM, n, de, dc);
+            } else {
+                mt_sleep_ms(30);
+                for (int i = 0; i < STREAM; i++) {
+                    CHECK_MPI(MPI_Recv(b + (size_t)i * n, (int)n, MPI_BYTE, 0, 200 + i, MPI_COMM_WORLD, &st));
+                    CHECK_STATUS(&st, 0, 200 + i, (long long)n, "stream %d", i);
+                    CHECK_BUF(b + (size_t)i * n, n, 0, 200 + i, 0, "stream %d", i);
                 }
             }
             free(b);

@@ -115,6 +115,42 @@ TEST(ShmRing, DrainedExactlyWhenTheConsumerReadEverything)
     }
 }
 
+// unread_at_least(k) (pml/rdrp's "peer busy" test) counts unread
+// messages, whatever their size: one large message is one, skip markers
+// none.  Property: it agrees with a model of the consumer's position under
+// random traffic of random sizes (rewinds and wraps included).
+TEST(ShmRing, UnreadAtLeastCountsMessagesNotBytes)
+{
+    LocalRing r(1 << 14);
+    const unsigned K = RingProducer::kRecentPushes;
+    for (unsigned k = 1; k <= K; ++k) EXPECT_FALSE(r.prod.unread_at_least(k));
+    char small[8] = {}, big[3000] = {};
+    ASSERT_TRUE(r.prod.push(1, small, sizeof(small), big, sizeof(big)));  // 48 lines, one message
+    EXPECT_TRUE(r.prod.unread_at_least(1));
+    EXPECT_FALSE(r.prod.unread_at_least(2));
+    ASSERT_TRUE(r.prod.push(1, small, sizeof(small), nullptr, 0));
+    ASSERT_TRUE(r.prod.push(1, small, sizeof(small), nullptr, 0));
+    EXPECT_TRUE(r.prod.unread_at_least(3));
+    EXPECT_FALSE(r.prod.unread_at_least(4));
+    r.cons.poll([](uint16_t, const void *, size_t, const void *, size_t) {}, 1);
+    EXPECT_TRUE(r.prod.unread_at_least(2));
+    EXPECT_FALSE(r.prod.unread_at_least(3));
+    r.cons.poll([](uint16_t, const void *, size_t, const void *, size_t) {});
+    EXPECT_FALSE(r.prod.unread_at_least(1));
+    std::mt19937 rng(11);
+    size_t unread = 0;
+    for (int step = 0; step < 20000; ++step) {
+        if (rng() % 2) {
+            std::string p = bytes(rng, rng() % 2 ? rng() % 100 : rng() % 3000);
+            if (r.prod.push(1, nullptr, 0, p.data(), p.size())) ++unread;
+        } else {
+            unread -= r.cons.poll([](uint16_t, const void *, size_t, const void *, size_t) {}, 1 + rng() % 4);
+        }
+        for (unsigned k = 1; k <= K; ++k)
+            ASSERT_EQ(r.prod.unread_at_least(k), unread >= k) << "step " << step << ", k " << k << ", " << unread;
+    }
+}
+
 // A consumer that keeps up: the producer goes back to the start of the
 // ring instead of walking all of it (fresh pages, cold lines), and a
 // stream that outruns its consumer still uses the whole ring.
