@@ -56,9 +56,13 @@ typedef struct cdag_call {
     int as_block;  /* an MPI_Reduce_scatter with equal counts, run as reduce_scatter_block */
 } cdag_call_t;
 
-/* The arguments of a module's last call on the lean direct path and what
- * they decided (coll_cdag_run.c run_lean): the engine's spec and where the
- * engine's buffers are relative to the user's (-1: not used). */
+/* The arguments of a module's last call of one collective on the lean
+ * direct path and what they decided (coll_cdag_run.c run_lean): the
+ * engine's spec and where the engine's buffers are relative to the user's
+ * (-1: not used).  One per collective: a loop alternates calls (OSU times
+ * each call between barriers; an application's step may do a bcast, an
+ * allreduce and a barrier), and one memo for the module's last call was
+ * never hit there. */
 typedef struct cdag_lean_memo {
     int valid;
     cdag_call_t key;  /* buffers: only whether they were NULL */
@@ -71,7 +75,7 @@ typedef struct cdag_lean_memo {
 typedef struct mca_coll_cdag_module {
     mca_coll_base_module_t super;
     cdag_glue_comm_t *gc;
-    cdag_lean_memo_t lean;
+    cdag_lean_memo_t lean[CDAG_NCOLL];  /* by cdag_call_t.coll */
     /* the module below ours, for what we do not take */
     mca_coll_base_comm_coll_t prev;
     mca_coll_base_module_t *prev_modules[64];

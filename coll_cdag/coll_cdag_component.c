@@ -379,6 +379,8 @@ static void register_pvars(void)
              "every turn that brought nothing", &cdag_glue_stats.wait_other_passes);
     reg_pvar("direct_runs", "Blocking collective runs of the direct path (coll_cdag_direct_limit: tiny "
              "ring-only calls, no operation object or executor); counted in runs too", &cdag_glue_stats.direct_runs);
+    reg_pvar("lean_memo_hits", "Direct-path calls that reused the decisions (spec, buffer offsets, direct plan) of the "
+             "communicator's last call of the same collective with the same arguments", &cdag_glue_stats.lean_hits);
     reg_pvar("cma_sent", "Schedule messages above coll_cdag_ring_limit sent to a peer on this node by single "
              "copy (a descriptor through its ring, the receiver's process_vm_readv; coll_cdag_cma)",
              &cdag_glue_stats.cma_sent);

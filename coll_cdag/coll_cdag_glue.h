@@ -98,6 +98,7 @@ typedef struct cdag_glue_stats {
     uint64_t wait_ucx_passes;  /* of those, turns that passed the UCX worker too (ring-only runs: every 16th) */
     uint64_t wait_other_passes; /* passes of the rest of Open MPI (opal_progress) from blocking waits and full-ring pushes */
     uint64_t direct_runs;      /* blocking runs of the direct path (no op, no executor; counted in runs too) */
+    uint64_t lean_hits;        /* of those, calls that found their decisions in the module's memo (run_lean) */
     uint64_t cma_sent;         /* messages above the ring limit sent to a peer on this node by single copy (process_vm_readv) */
     uint64_t cma_resent;       /* of those, sent again by UCX: the receiver could not read our memory */
 } cdag_glue_stats_t;

@@ -865,7 +865,7 @@ static int lean_same(const cdag_call_t *k, const cdag_call_t *c)
  * (staging, v-variants, no direct plan). */
 static int run_lean(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, const cdag_call_t *c, int *rc)
 {
-    cdag_lean_memo_t *lm = &m->lean;
+    cdag_lean_memo_t *lm = &m->lean[c->coll];
     cdag_glue_spec_t spec;
     const cdag_glue_spec_t *sp = &lm->spec;
     const void *sb;
@@ -894,6 +894,7 @@ static int run_lean(mca_coll_cdag_module_t *m, ompi_communicator_t *comm, const 
         lm->d = d;
         lm->gen = cdag_glue_direct_gen(m->gc);  /* after the find, which may have filled an entry */
     }
+    if (!fresh) ++cdag_glue_stats.lean_hits;
     struct cdag_red red = {c->op, c->sdtype};
     int waited = 0;
     int done = cdag_glue_direct_run(m->gc, d, cdag_glue_comm_next_sched(m->gc), is_reduction(c->coll) ? reduce_cb : NULL,

@@ -127,6 +127,25 @@ static void interleaved(MPI_Comm comm, int it)
     CHECK(nsum == (long)size * (size + 1) / 2, "iallreduce %ld", nsum);
 }
 
+/* a step that alternates collectives (bcast, allreduce, barrier, gather),
+ * data checked: each keeps its own memo */
+static void alternating_round(MPI_Comm comm, int it)
+{
+    char b[8], g[8 * 64];
+    int v = rank + it, sum = 0;
+    if (rank == 0) mt_fill(b, sizeof b, 0, 30, it);
+    else memset(b, 0, sizeof b);
+    CHECK_MPI(MPI_Bcast(b, (int)sizeof b, MPI_BYTE, 0, comm));
+    CHECK_BUF(b, sizeof b, 0, 30, it, "alternating bcast %d", it);
+    CHECK_MPI(MPI_Allreduce(&v, &sum, 1, MPI_INT, MPI_SUM, comm));
+    CHECK(sum == size * (size - 1) / 2 + size * it, "alternating allreduce %d: %d", it, sum);
+    CHECK_MPI(MPI_Barrier(comm));
+    mt_fill(b, 4, rank, 31, it);
+    CHECK_MPI(MPI_Gather(b, 4, MPI_BYTE, g, 4, MPI_BYTE, 0, comm));
+    if (rank == 0)
+        for (int r = 0; r < size; r++) CHECK_BUF(g + 4 * r, 4, r, 31, it, "alternating gather %d from %d", it, r);
+}
+
 /* the lean path's memo must follow every argument but the buffers' addresses */
 static void lean_round(MPI_Comm comm, int it)
 {
@@ -261,6 +280,26 @@ int main(int argc, char **argv)
     for (int it = 0; it < 2 * size; it++) lean_round(comm, it);
     moved = pvar_read(&direct) - before;
     if (expect && !(mixed && rank % 2 == 1)) CHECK(moved > 0, "no direct run in the lean rounds");
+
+    mt_section("lean path: alternating collectives keep their memos");
+    /* one memo per collective: after the first rounds every call of the
+     * loop finds its decisions (a single memo for the module's last call
+     * was never hit by a loop of different collectives) */
+    {
+        pvar_t hits;
+        pvar_open(&hits, "coll_cdag_lean_memo_hits");
+        CHECK(hits.ok, "coll/cdag without its MPI_T variable coll_cdag_lean_memo_hits");
+        enum { ROUNDS = 12 };
+        for (int it = 0; it < 2; it++) alternating_round(comm, it);
+        unsigned long h0 = hits.ok ? pvar_read(&hits) : 0, d0 = pvar_read(&direct);
+        for (int it = 2; it < ROUNDS; it++) alternating_round(comm, it);
+        unsigned long dh = hits.ok ? pvar_read(&hits) - h0 : 0, dd = pvar_read(&direct) - d0;
+        if (expect && !(mixed && rank % 2 == 1))
+            CHECK(dd >= 4ul * (ROUNDS - 2) && dh >= 4ul * (ROUNDS - 2),
+                  "alternating bcast/allreduce/barrier/gather: %lu direct runs, %lu memo hits in %d rounds "
+                  "(want 4 per round)", dd, dh, ROUNDS - 2);
+        if (hits.ok) pvar_close(&hits);
+    }
 
     mt_section("above the direct limit");
     /* every rank calls it, at the largest limit of any rank: under
