@@ -91,15 +91,23 @@ inline constexpr size_t entry_bytes(size_t len) { return (sizeof(EntryHeader) + 
  * copy between the ring and a 64-byte-aligned buffer (page-aligned
  * application buffers, the mailbox slots) at different offsets within a
  * line, with the lines in the other core's cache, costs up to twice as
- * much (two threads on this 2-core EPYC VM, 8 KiB ping-pong, glibc memcpy: 1.15 us per
- * one-way message with source and destination 64-byte aligned, 2.3-2.6 us
- * with the ring side 8, 16, 32, 48 or 56 bytes off; 1.0x at 2 KiB, 1.6x at
- * 4 KiB, 2.5x at 32 KiB).  Below kAlignPayloadMin the copy is too short to
- * gain and the padding could cost a line.  No field says how much padding
- * an entry has: producer and consumer derive it from hlen and the
- * payload length with the functions below, so the entry format is that of
- * an unpadded ring. */
-constexpr size_t kAlignPayloadMin = 2048;
+ * much (two threads on a 2-core EPYC VM, 8 KiB ping-pong, glibc memcpy:
+ * 1.15 us per one-way message with source and destination 64-byte
+ * aligned, 2.3-2.6 us with the ring side 8, 16, 32, 48 or 56 bytes off;
+ * 1.6x at 4 KiB, 2.5x at 32 KiB).  The bar was 2 KiB until OSU over
+ * pml/rdrp (its 32-byte match header puts an unpadded payload 48 bytes
+ * into the entry's first line) showed the small copies pay too: A/B
+ * interleaved on the EPYC guest, padded from 128 B / from 2 KiB,
+ * osu_latency 256 B 0.15 / 0.19 us, osu_bw 256 B 3.7-4.0 / 2.9-3.0 GB/s,
+ * 512 B 5.0 / 4.3-4.4, osu_mbw_mr (slow host mode) 256 B 1.24-1.33 /
+ * 0.85-0.87 GB/s, 512 B 1.43-1.52 / 0.91-0.93; 128 B and 1-4 KiB within
+ * the noise.  For a 32-byte header the padding adds no line to a payload
+ * of a power-of-two size (16 + 32 + 16 bytes of padding fill the first
+ * line); below 128 B it could cost a line and was not seen to gain.  No
+ * field says how much padding an entry has: producer and consumer derive
+ * it from hlen and the payload length with the functions below, so the
+ * entry format is that of an unpadded ring. */
+constexpr size_t kAlignPayloadMin = 128;
 /* padding that puts the payload of a header of hlen bytes on a line */
 inline constexpr size_t line_pad(size_t hlen) { return (64 - (sizeof(EntryHeader) + hlen) % 64) % 64; }
 /* producer: padding between a header of hlen bytes and a payload of plen bytes */
