@@ -186,8 +186,7 @@ bool ring_push_now(RingPeer *rp, const AmHdr &h, const void *buf, uint64_t len)
      * instructions per call) */
     char *body = rp->np.tx.reserve(sizeof(h), len);
     if (!body) return false;
-    std::memcpy(body, &h, sizeof(h));
-    rdrp::shm::copy_bytes(rdrp::shm::RingProducer::payload_at(body, sizeof(h), len), buf, len);
+    rdrp::shm::RingProducer::fill(body, sizeof(h), buf, len, [&h](char *at) { std::memcpy(at, &h, sizeof(h)); });
     rp->np.tx.commit(kRingMsg, sizeof(h), len);
     ++cdag_glue_stats.msgs_sent;
     cdag_glue_stats.bytes_sent += len;

@@ -428,17 +428,9 @@ static inline __attribute__((always_inline)) bool ring_send_now(Endpoint *ep, om
     uint32_t seq = next_send_seq(comm, dst);
     ++stats.eager_sent;
     if (OPAL_LIKELY(body != nullptr)) {
-        /* The entry's first line last: the receiver polls it, and every
-         * write to a line it has just read takes the line back from its
-         * core (a cross-core transfer each); the payload past that line
-         * first, then the header, the payload's head and the commit word
-         * in one go. */
-        char *pl = shm::RingProducer::payload_at(body, hlen, len);
-        const char *line_end = body - sizeof(shm::EntryHeader) + 64;
-        size_t head = pl < line_end ? std::min(len, static_cast<size_t>(line_end - pl)) : 0;
-        if (len > head) shm::copy_bytes(pl + head, data + head, len - head);
-        fill_eager_hdr(reinterpret_cast<rdrp_eager_hdr_t *>(body), comm, tag, seq, gated, piggy);
-        if (head) shm::copy_bytes(pl, data, head);
+        shm::RingProducer::fill(body, hlen, data, len, [&](char *at) {
+            fill_eager_hdr(reinterpret_cast<rdrp_eager_hdr_t *>(at), comm, tag, seq, gated, piggy);
+        });
         ep->node.tx.commit(RDRP_AM_EAGER, hlen, len);
         ++*shm_sent_counter;
     } else {

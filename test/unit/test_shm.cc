@@ -339,6 +339,37 @@ TEST(ShmRing, PayloadsFrom128BytesBehindA32ByteHeaderStartOnALine)
     }
 }
 
+// fill() writes the entry's first line last: when the header is written,
+// the payload past that line is already in place and the payload's bytes
+// in that line are not yet (the consumer polls the first line; each write
+// to it after a read moves the line between the cores again).
+TEST(ShmRing, FillWritesTheFirstLineLast)
+{
+    LocalRing r(1 << 16);
+    for (size_t hlen : {size_t(0), size_t(8), size_t(24), size_t(32), size_t(47)})
+        for (size_t plen : {size_t(1), size_t(16), size_t(100), size_t(127), size_t(128), size_t(1000)}) {
+            std::string pay(plen, '\0');
+            for (size_t i = 0; i < plen; ++i) pay[i] = static_cast<char>(1 + i % 250);
+            char *body = r.prod.reserve(hlen, plen);
+            ASSERT_NE(body, nullptr);
+            char *pl = RingProducer::payload_at(body, hlen, plen);
+            std::memset(pl, 0, plen);
+            const char *line_end = body - sizeof(EntryHeader) + 64;
+            size_t head = pl < line_end ? std::min(plen, size_t(line_end - pl)) : 0;
+            bool called = false;
+            RingProducer::fill(body, hlen, pay.data(), plen, [&](char *at) {
+                called = true;
+                EXPECT_EQ(at, body);
+                EXPECT_EQ(std::string(pl + head, plen - head), pay.substr(head)) << hlen << " " << plen;
+                EXPECT_EQ(std::string(pl, head), std::string(head, '\0')) << hlen << " " << plen;
+            });
+            EXPECT_TRUE(called);
+            EXPECT_EQ(std::string(pl, plen), pay);
+            r.prod.commit(1, hlen, plen);
+            r.cons.poll([](uint16_t, const void *, size_t, const void *, size_t) {});
+        }
+}
+
 // The consumer's padding of an entry is the producer's, for every header
 // and payload length around the threshold (the entry records neither).
 TEST(ShmRing, PaddingIsRecoveredFromTheEntryLength)
