@@ -54,9 +54,12 @@ struct DirectWait {
     cdag::VertexId v;
     int state;  // 0 waiting, 1 here (or pulled; a send: copied), 2 seen by the run, 3 being pulled,
                 // 4 a send the receiver could not read (sent again through the ring), < 0 failed
-    RingPeer *rp = nullptr;  // a send's peer
+    RingPeer *rp;  // a send's peer; nullptr: a receive (every DirectWait{...} sets it)
 };
 
+/* On the caller's stack each call: w stays uninitialized until a vertex
+ * takes an entry (a default member initializer made every call store 32
+ * of them) */
 struct DirectRun {
     DirectWait w[kDirectMaxVertices];
     unsigned n = 0;
@@ -198,7 +201,8 @@ int run(Comm *c, DirectEntry &e, uint32_t sched, cdag_glue_reduce_fn_t fn, void 
             }
             case cdag::OpKind::Recv: {
                 DirectWait &w = r.w[r.n++];
-                w = DirectWait{Key{c->cid, static_cast<uint32_t>(op.peer), sched, 0, op.tag}, addr(op.a), op.a.len, v, 0};
+                w = DirectWait{Key{c->cid, static_cast<uint32_t>(op.peer), sched, 0, op.tag}, addr(op.a), op.a.len, v, 0,
+                               nullptr};
                 if (take_parked(&w) && w.state != 3) ++r.arrived;  // finished in the scan below
                 continue;
             }
