@@ -155,8 +155,8 @@ void explain_peer(const Endpoint *ep)
                      proto_name(r.c), path_name(r.c.path), first, chunk, window);
     }
     if (ep->cma_from && ep->cma_from < kRingStreamBelow)
-        RDRP_VERBOSE(RDRP_EXPLAIN_LEVEL, "%s (the table while the peer keeps up with what we send; while it has more than "
-                     "a few messages of ours unread, %zu .. %zu go eager through the ring too)", who, ep->cma_from,
+        RDRP_VERBOSE(RDRP_EXPLAIN_LEVEL, "%s (the table while the peer keeps up with what we send; while it has %u or more "
+                     "of our messages unread, %zu .. %zu go eager through the ring too)", who, kRingBusyUnread, ep->cma_from,
                      std::min(eager_limit_of(ep), kRingStreamBelow - 1));
 }
 
