@@ -8,7 +8,8 @@
 #
 # Timed runs are interleaved (every configuration of one benchmark runs
 # before the next repetition starts, in a rotating order) and the best of
-# --reps repetitions is reported per size.  A data-check pass follows: OSU
+# --reps repetitions is reported per size (--stat median: the median; both
+# are written, summary.csv and median.csv).  A data-check pass follows: OSU
 # with validation (-c) and, with --imb-check, an IMB-MPI1 built with
 # -DCHECK; any data defect is listed and makes the exit status 1.
 #
@@ -38,6 +39,7 @@ RT=0
 CHECK=1
 TIMING=1
 PLOT=1
+STAT=best
 TIMEOUT=300
 
 usage() {
@@ -75,6 +77,12 @@ Configurations
                      every configuration is run the same way
 What and how long
   --reps N           timed repetitions, best reported (default 3)
+  --stat best|median what the tables and plots show per size: the best of
+                     the repetitions (default) or their median.  On a host
+                     whose launches land in a fast or a slow mode (a VM
+                     whose vCPUs the hypervisor places near or far), the
+                     best says which configuration caught a fast launch and
+                     the median compares the common mode
   --np N             ranks of point-to-point runs (default 2)
   --coll-np N        ranks of collective runs (default 4)
   --max-size SIZE    largest point-to-point message (default 4M)
@@ -107,6 +115,7 @@ while [[ $# -gt 0 ]]; do
     --reps)         REPS=$2; shift ;;
     --np)           NP=$2; shift ;;
     --coll-np)      COLL_NP=$2; shift ;;
+    --stat)         STAT=$2; shift ;;
     --max-size)     MAX_P2P=$2; shift ;;
     --max-coll)     MAX_COLL=$2; shift ;;
     --quick)        QUICK=1 ;;
@@ -205,6 +214,7 @@ declare -A PML_ARGS=(
 # cdagucx: coll/cdag with every schedule message over UCX (no shared-memory rings)
 declare -A COLL_ARGS=([cdag]="--mca coll_cdag_priority 100" [cdagucx]="--mca coll_cdag_priority 100 --mca coll_cdag_ring 0" [tuned]="")
 for e in "${EXTRA_COLL[@]}"; do COLL_ARGS[${e%%=*}]=${e#*=}; done
+[[ $STAT == best || $STAT == median ]] || die "--stat takes best or median, not '$STAT'"
 for p in $PMLS $COLL_PMLS; do [[ -n ${PML_ARGS[$p]+x} ]] || die "unknown PML '$p' (rdrp ucx ob1)"; done
 for c in $COLLS; do [[ -n ${COLL_ARGS[$c]+x} ]] || die "unknown collective component '$c' (cdag cdagucx tuned)"; done
 P2P_CFGS=($PMLS)
@@ -414,11 +424,19 @@ fi
 
 # ------------------------------------------------------------ tables
 SUMMARY=$OUT/summary.csv   # benchmark,size,config,best
+MEDIAN=$OUT/median.csv     # benchmark,size,config,median
 TABLES=$OUT/tables.txt
 awk -F, 'NR > 1 { k = $1 "," $4 "," $2
                   better = ($1 == "osu_bw" || $1 == "osu_bibw" || $1 == "osu_mbw_mr") ? "higher" : "lower"
                   if (!(k in best) || (better == "lower" ? $5 < best[k] : $5 > best[k])) best[k] = $5 }
          END { for (k in best) print k "," best[k] }' "$RAW" | sort -t, -k1,1 -k2,2n > "$SUMMARY"
+# the median of each cell's repetitions (the mean of the middle two for an
+# even count)
+sort -t, -k1,1 -k4,4n -k2,2 -k5,5g <(tail -n +2 "$RAW") |
+    awk -F, 'function out() { if (n) print key "," (n % 2 ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2) }
+             { k = $1 "," $4 "," $2; if (k != key) { out(); key = k; n = 0 } x[++n] = $5 }
+             END { out() }' > "$MEDIAN"
+[[ $STAT == median ]] && SUMMARY=$MEDIAN
 
 ratio_cols() {   # BENCH -> "A/B ..." pairs
     local b=$1 r=() p c x
@@ -441,7 +459,7 @@ if (( TIMING )); then
         ratios=$(ratio_cols "$b")
         {
             echo
-            echo "== $b, np $(np_of "$b"), ${B_UNIT[$b]} (${B_BETTER[$b]} is better), best of $REPS"
+            echo "== $b, np $(np_of "$b"), ${B_UNIT[$b]} (${B_BETTER[$b]} is better), $STAT of $REPS"
             awk -F, -v b="$b" -v cfgs="${cs[*]}" -v ratios="$ratios" -v better="${B_BETTER[$b]}" '
                 BEGIN { nc = split(cfgs, C, " "); nr = split(ratios, R, " ") }
                 $1 == b { v[$2 "," $3] = $4; if (!($2 in seen)) { seen[$2] = 1; S[++ns] = $2 } }
@@ -484,7 +502,7 @@ if (( TIMING && PLOT )) && command -v gnuplot >/dev/null 2>&1; then
         {
             echo "set terminal pngcairo size 1000,650 noenhanced"
             echo "set output '$OUT/$b.png'"
-            echo "set title '$b, np $(np_of "$b"), best of $REPS'"
+            echo "set title '$b, np $(np_of "$b"), $STAT of $REPS'"
             echo "set logscale x 2; set logscale y 10; set grid"
             echo "set xtics ('1' 1, '16' 16, '256' 256, '4K' 4096, '64K' 65536, '1M' 1048576, '16M' 16777216)"
             echo "set xlabel 'message size [bytes]'; set ylabel '${B_UNIT[$b]} (${B_BETTER[$b]} is better)'; set key left top"
