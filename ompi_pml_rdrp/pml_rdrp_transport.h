@@ -115,6 +115,7 @@ inline bool peer_has_unread(Endpoint *ep)
  * ping-pong the peer is still reading the FIN of our last receive when we
  * send again), not a stream. */
 constexpr unsigned kRingBusyUnread = 4;
+static_assert(kRingBusyUnread <= shm::RingProducer::kRecentPushes, "the ring remembers that many pushes");
 inline bool peer_ring_busy(Endpoint *ep)
 {
     return ep->shm && (!ep->backlog.empty() || ep->node.tx.unread_at_least(kRingBusyUnread));

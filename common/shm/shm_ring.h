@@ -324,8 +324,11 @@ public:
 
     /* At least k (1 <= k <= kRecentPushes) of the messages pushed are
      * still unread, as of the consumer's last published head.  Counted in
-     * messages, not bytes: one large unread message is not a stream. */
-    static constexpr unsigned kRecentPushes = 8;
+     * messages, not bytes: one large unread message is not a stream.
+     * kRecentPushes is what pml/rdrp asks (kRingBusyUnread): every commit
+     * stores one start position, and more would only widen the producer's
+     * state past its second cache line. */
+    static constexpr unsigned kRecentPushes = 4;
     bool unread_at_least(unsigned k)
     {
         if (pushes_ < k) return false;
