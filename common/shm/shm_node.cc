@@ -168,7 +168,7 @@ bool NodeSegment::connect(const NodeIdentity &peer, bool self, NodePeer *out, st
     }
     void *ring = static_cast<char *>(base) + node_ring_offset(peer.ring_size, local_rank_);
     if (prefault_ && !self) ring_prefault_range(ring, peer.ring_size);
-    out->tx.attach(ring, peer.ring_size);
+    out->tx.attach(ring, peer.ring_size, producer_id_);
     out->pid = peer.pid;
     out->ok = true;
     if (peer.local_rank < tx_to_.size()) tx_to_[peer.local_rank] = &out->tx;

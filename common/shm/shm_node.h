@@ -75,6 +75,11 @@ public:
      * why).  false with a reason in *err (then off). */
     bool create(uint64_t magic, const char *name, uint32_t jobid, uint32_t nlocal, uint32_t local_rank,
                 size_t ring_size, std::string *err, bool prefault = false);
+    /* What our rings in peers' segments say of their producer
+     * (RingControl::producer): set before connect(). */
+    void set_producer_id(uint32_t id) { producer_id_ = id; }
+    /* During poll(): the producer id of the ring whose message fn has. */
+    uint32_t polled_producer() const { return rx_[polled_].producer(); }
     void release();
     bool on() const { return on_; }
     /* what to publish (fd -1 when off) */
@@ -110,6 +115,7 @@ public:
             size_t i = next_rx_ + k;
             if (i >= nr) i -= nr;
             RingConsumer &r = rx_[i];
+            polled_ = i;
             unsigned got = r.poll(each);
             if (__builtin_expect(r.error() != nullptr, 0)) bad(r.error(), static_cast<uint32_t>(i));
             if (got && tx_to_[i]) tx_to_[i]->hint_drained();
@@ -143,6 +149,8 @@ private:
     std::vector<RingConsumer> rx_;      /* ring i: what local rank i sends us */
     std::vector<RingProducer *> tx_to_; /* i: our ring to local rank i, if connected */
     size_t next_rx_ = 0;                /* ring polled first by the next pass */
+    size_t polled_ = 0;                 /* ring poll() is in */
+    uint32_t producer_id_ = 0;
 };
 
 /* Offset of ring i in a segment of rings of ring_size bytes. */

@@ -10,11 +10,13 @@
  * A message is one entry in the data area: a 16-byte header, then `hlen`
  * bytes of header and `plen` bytes of payload (a payload of at least
  * kAlignPayloadMin bytes starts on a cache line, after padding: see
- * there), padded so the entry takes whole cache lines (64 bytes): a small
- * message moves between the two cores as exactly one line, and no two
- * messages share one.  An entry
- * never wraps: when it does not fit before the end, the producer writes a
- * skip marker and starts at offset 0.
+ * there), padded so the entry takes whole cache lines (64 bytes), or half
+ * a line when all of it fits in 32 bytes (kHalfLine: two such messages
+ * share a line; see there).  An entry of a line or more starts on a line:
+ * behind a half-line entry in a line's first half the producer first
+ * fills the second half with a skip marker.  An entry never wraps: when
+ * it does not fit before the end, the producer writes a skip marker and
+ * starts at offset 0.
  *
  * The header's first word is the entry's absolute position in the stream
  * (a 64-bit byte count that starts at `size`, so the zeroes of a fresh
@@ -63,7 +65,11 @@ namespace rdrp::shm {
 
 struct alignas(64) RingControl {
     std::atomic<uint64_t> head;  /* consumer: bytes consumed (written by the consumer only) */
-    char pad[64 - sizeof(std::atomic<uint64_t>)];
+    /* who writes this ring, in the owner's terms (pml/rdrp: the producer's
+     * process index), stored once by the producer when it attaches: a
+     * message may then leave out what the ring already says */
+    uint32_t producer;
+    char pad[64 - sizeof(std::atomic<uint64_t>) - sizeof(uint32_t)];
 };
 static_assert(sizeof(RingControl) == 64, "one cache line");
 
@@ -84,8 +90,30 @@ constexpr size_t kRewindAt = 16384;
 constexpr size_t kHintedEvery = 512;
 constexpr size_t kRingOverhead = sizeof(RingControl);
 
-/* Bytes one message of len (= message_bytes(hlen, plen)) bytes takes in the ring. */
-inline constexpr size_t entry_bytes(size_t len) { return (sizeof(EntryHeader) + len + 63) & ~size_t(63); }
+/* Half-line entries.  A message whose entry fits in 32 bytes (a 16-byte
+ * header of pml/rdrp's compact eager format and up to 8 bytes of payload)
+ * takes half a line, so a stream of them moves two messages per line
+ * between the cores.  That is what a sender's store buffer limits: every
+ * ring entry is a line the consumer read a lap ago, whose write waits for
+ * an ownership transfer, and the stores of the sender's own work (about 60
+ * per MPI_Isend over pml/rdrp, callgrind) queue behind it in order.  Two
+ * processes on the 2-vCPU EPYC guest in its slow host mode (a cache-line
+ * round trip 320 ns), a ring of 64-byte against 32-byte entries with n
+ * other stores per message: n = 20 90 / 85 ns per message, n = 30 157 /
+ * 92, n = 60 161 / 107; osu_bw 1-8 B over ob1 (32-byte fast-box slots)
+ * 112-126 ns per message against pml/rdrp's 150-170. */
+constexpr size_t kHalfLine = 32;
+/* Bytes one message of len (= message_bytes(hlen, plen)) bytes takes in
+ * the ring: half a line if it fits there, whole lines otherwise. */
+inline constexpr size_t entry_bytes(size_t len)
+{
+    return sizeof(EntryHeader) + len <= kHalfLine ? kHalfLine : (sizeof(EntryHeader) + len + 63) & ~size_t(63);
+}
+/* Where an entry of `need` = entry_bytes() bytes may start at the first
+ * offset at or after off (off a multiple of kHalfLine): anywhere if it
+ * takes half a line, on the next line otherwise.  The gap is a skip
+ * marker of kHalfLine bytes. */
+inline constexpr size_t align_gap(size_t off, size_t need) { return need > kHalfLine ? off & (kHalfLine) : 0; }
 
 /* Payload alignment.  A payload of at least kAlignPayloadMin bytes starts
  * on a cache line: padding goes between the header and the payload.  A
@@ -135,15 +163,18 @@ inline constexpr size_t pad_of_entry(size_t hlen, size_t len)
  * and use); a non-null result is the reason for rejecting the ring. */
 inline const char *check_entry(size_t off, size_t size, uint32_t len, uint16_t id, uint16_t hlen)
 {
-    if (size < 128 || (size & (size - 1)) != 0 || off >= size || (off & 63) != 0)
+    if (size < 128 || (size & (size - 1)) != 0 || off >= size || (off & (kHalfLine - 1)) != 0)
         return "ring entry at an impossible offset";
     if (id == kSkip) {
-        if (off + sizeof(EntryHeader) + static_cast<size_t>(len) != size)
-            return "ring skip marker does not end at the end of the ring";
+        const size_t end = off + sizeof(EntryHeader) + static_cast<size_t>(len);
+        /* the rest of the lap, or the second half of a line */
+        if (end != size && !((off & 63) == kHalfLine && end == off + kHalfLine))
+            return "ring skip marker does not end at the end of the ring or of its line";
         return nullptr;
     }
     if (static_cast<size_t>(len) > size / 2 - 64) return "ring entry longer than the largest message";
     if (hlen > len) return "ring entry header longer than the entry";
+    if (align_gap(off, entry_bytes(len)) != 0) return "ring entry of a line or more does not start on a line";
     if (off + entry_bytes(len) > size) return "ring entry runs past the end of the ring";
     return nullptr;
 }
@@ -199,11 +230,14 @@ public:
     RingProducer() = default;
     /* mem: a ring made by ring_init() that nobody has written yet (a
      * ring has one producer for its lifetime). */
-    void attach(void *mem, size_t size)
+    void attach(void *mem, size_t size, uint32_t producer = 0)
     {
         ctl_ = static_cast<RingControl *>(mem);
         data_ = static_cast<char *>(mem) + kRingOverhead;
         size_ = size;
+        /* before any entry: the consumer reads it after an entry's
+         * acquire, so the entry's release publishes it */
+        ctl_->producer = producer;
         head_seen_ = ctl_->head.load(std::memory_order_acquire);
         tail_ = head_seen_;
     }
@@ -218,7 +252,7 @@ public:
     {
         size_t need = entry_bytes(message_bytes(hlen, plen));
         size_t off = tail_ & (size_ - 1);
-        size_t skip = (off + need > size_) ? size_ - off : 0;
+        size_t skip = (off + need > size_) ? size_ - off : align_gap(off, need);
         if (tail_ + skip + need - head_seen_ <= size_) return true;
         head_seen_ = ctl_->head.load(std::memory_order_acquire);
         return tail_ + skip + need - head_seen_ <= size_;
@@ -252,7 +286,9 @@ public:
                                                            WriteHeader &&write_header)
     {
         char *pl = payload_at(body, hlen, plen);
-        const char *line_end = body - sizeof(EntryHeader) + 64;  /* entries start on a line */
+        /* an entry of a line or more starts on a line; a half-line one is
+         * all in its line, and the bound below is past its end */
+        const char *line_end = body - sizeof(EntryHeader) + 64;
         size_t head = pl < line_end ? std::min(plen, static_cast<size_t>(line_end - pl)) : 0;
         const char *src = static_cast<const char *>(payload);
         if (plen > head) copy_bytes(pl + head, src + head, plen - head);
@@ -273,8 +309,9 @@ public:
     {
         size_t need = entry_bytes(message_bytes(hlen, plen));
         size_t off = tail_ & (size_ - 1);
-        size_t skip = (off + need > size_) ? size_ - off : 0;  /* the rest of this lap */
-        if (off >= kRewindAt && !skip && need <= off) {
+        /* the rest of this lap, or of a line half taken by a half-line entry */
+        size_t skip = (off + need > size_) ? size_ - off : align_gap(off, need);
+        if (off >= kRewindAt && skip != size_ - off && need <= off) {
             bool hinted = hinted_ && tail_ - hint_tried_ >= kHintedEvery;
             if (hinted || tail_ - rewind_tried_ >= kRewindAt) {
                 /* drained?  then go back to the start of the ring (see top) */
@@ -295,7 +332,7 @@ public:
             s->hlen = 0;
             s->pos.store(tail_, std::memory_order_release);
             tail_ += skip;
-            off = 0;
+            off = tail_ & (size_ - 1);
         }
         return data_ + off + sizeof(EntryHeader);
     }
@@ -420,6 +457,11 @@ public:
 
     /* The stream position of the next entry (tests write forged entries there). */
     uint64_t position() const { return head_; }
+
+    /* What the producer said of itself at attach (RingControl::producer);
+     * meaningful once an entry has been read.  Shared memory: the caller
+     * checks it like any header field. */
+    uint32_t producer() const { return reinterpret_cast<const volatile uint32_t &>(ctl_->producer); }
 
     /* Why the ring was stopped (a malformed entry), or null. */
     const char *error() const { return error_; }

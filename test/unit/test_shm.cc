@@ -324,6 +324,65 @@ TEST(ShmRing, LargePayloadsStartOnACacheLine)
         }
 }
 
+// Messages whose entry fits in half a line share lines: two of pml/rdrp's
+// compact eager messages (8-byte header, up to 8 bytes of payload) per
+// line; a larger message behind one in a line's first half starts on the
+// next line (a skip marker fills the gap), with its payload still
+// line-aligned; everything arrives in order, intact, through laps, wraps
+// and rewinds, with a consumer that lags behind by a random amount.
+TEST(ShmRing, HalfLineEntriesShareLinesAndLargerOnesStayOnLines)
+{
+    EXPECT_EQ(entry_bytes(16), 32u);
+    EXPECT_EQ(entry_bytes(17), 64u);
+    EXPECT_EQ(entry_bytes(0), 32u);
+    {
+        LocalRing r(4096);
+        const size_t before = r.prod.offset();
+        ASSERT_TRUE(r.prod.push(1, "12345678", 8, "abcdefgh", 8));
+        EXPECT_EQ(r.prod.offset(), before + 32) << "a 16-byte message takes half a line";
+        ASSERT_TRUE(r.prod.push(1, "12345678", 8, "abcdefgh", 8));
+        EXPECT_EQ(r.prod.offset(), before + 64) << "two of them one line";
+        ASSERT_TRUE(r.prod.push(2, "12345678", 8, "x", 1));
+        ASSERT_TRUE(r.prod.push(3, "hdr", 3, "a longer payload", 16));
+        EXPECT_EQ(r.prod.offset(), before + 192) << "filler, then a line of its own";
+        EXPECT_EQ(r.cons.poll([](uint16_t, const void *, size_t, const void *, size_t) {}), 4u);
+        EXPECT_EQ(r.cons.error(), nullptr);
+    }
+    LocalRing r(8192);
+    std::mt19937 rng(11);
+    std::deque<Msg> sent;
+    uint64_t pushed = 0, got = 0;
+    while (got < 20000) {
+        for (unsigned k = rng() % 40; k > 0; --k) {
+            unsigned kind = rng() % 8;
+            size_t hlen = kind < 5 ? 8 : rng() % 40;
+            size_t plen = kind < 5 ? rng() % 9 : (kind == 5 ? 130 + rng() % 300 : rng() % 100);
+            Msg m{static_cast<uint16_t>(1 + rng() % 100), bytes(rng, hlen), bytes(rng, plen)};
+            if (!r.prod.push(m.id, m.hdr.data(), hlen, m.payload.data(), plen)) break;
+            sent.push_back(m);
+            ++pushed;
+        }
+        if (rng() % 3 == 0) r.prod.hint_drained();
+        unsigned max = 1 + rng() % 64;
+        r.cons.poll(
+            [&](uint16_t id, const void *h, size_t hl, const void *p, size_t pl) {
+                ASSERT_FALSE(sent.empty());
+                const Msg &m = sent.front();
+                EXPECT_EQ(id, m.id);
+                EXPECT_EQ(std::string(static_cast<const char *>(h), hl), m.hdr);
+                EXPECT_EQ(std::string(static_cast<const char *>(p), pl), m.payload);
+                if (pl >= kAlignPayloadMin) EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+                if (sizeof(EntryHeader) + hl + pl > kHalfLine)
+                    EXPECT_EQ((reinterpret_cast<uintptr_t>(h) - sizeof(EntryHeader)) % 64, 0u) << hl << " " << pl;
+                sent.pop_front();
+                ++got;
+            },
+            max);
+        ASSERT_EQ(r.cons.error(), nullptr);
+    }
+    EXPECT_GT(pushed, 20000u);
+}
+
 // pml/rdrp's eager messages (a 32-byte match header) of 128 B and more
 // have their payload on a line: an unpadded one started 48 bytes into the
 // entry's first line and every copy out of the ring straddled lines (OSU
@@ -538,13 +597,32 @@ TEST(ShmRingHostile, EntryRunningPastTheEndIsRejected)
     EXPECT_NE(r.cons.error(), nullptr);
 }
 
+// Half-line entries: a skip marker may fill the second half of a line
+// (and only that), an entry of a line or more must start on a line.
+TEST(ShmRingHostile, HalfLineRulesAreChecked)
+{
+    const size_t size = 4096;
+    EXPECT_EQ(check_entry(96, size, 16, kSkip, 0), nullptr);
+    EXPECT_NE(check_entry(64, size, 16, kSkip, 0), nullptr) << "a filler of a line's first half";
+    EXPECT_NE(check_entry(96, size, 48, kSkip, 0), nullptr) << "a filler past its line";
+    EXPECT_NE(check_entry(96, size, 0, kSkip, 0), nullptr);
+    EXPECT_EQ(check_entry(96, size, 16, 1, 8), nullptr) << "a half-line entry in a line's second half";
+    EXPECT_NE(check_entry(96, size, 17, 1, 8), nullptr) << "a full entry in a line's second half";
+    EXPECT_NE(check_entry(80, size, 8, 1, 8), nullptr) << "off the 32-byte grid";
+    LocalRing r(size);
+    forge(r, 48, kSkip, 0);  // at offset 0: neither the rest of the lap nor of a half line
+    EXPECT_EQ(poll_count(r), 0u);
+    EXPECT_NE(r.cons.error(), nullptr);
+}
+
 TEST(ShmRingHostile, CheckAcceptsEverythingAProducerWrites)
 {
     for (size_t size : {size_t(128), size_t(4096), size_t(1) << 20})
-        for (size_t off = 0; off < size; off += 64) {
+        for (size_t off = 0; off < size; off += 32) {
             EXPECT_EQ(check_entry(off, size, static_cast<uint32_t>(size - off - 16), kSkip, 0), nullptr);
-            for (size_t len : {size_t(0), size_t(1), size_t(48), size / 2 - 64})
-                if (off + entry_bytes(len) <= size && len <= size / 2 - 64) {
+            if (off % 64) EXPECT_EQ(check_entry(off, size, 16, kSkip, 0), nullptr) << off;
+            for (size_t len : {size_t(0), size_t(1), size_t(16), size_t(17), size_t(48), size / 2 - 64})
+                if (off + entry_bytes(len) <= size && len <= size / 2 - 64 && align_gap(off, entry_bytes(len)) == 0) {
                     EXPECT_EQ(check_entry(off, size, static_cast<uint32_t>(len), 1,
                                           static_cast<uint16_t>(len < 40 ? len : 40)), nullptr)
                         << size << " " << off << " " << len;
