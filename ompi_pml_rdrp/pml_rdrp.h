@@ -93,6 +93,7 @@ typedef struct mca_pml_rdrp_counters {
     uint64_t shm_sent;             /* messages sent through shared-memory rings (pml_rdrp_transport.h) */
     uint64_t shm_backlogged;       /* ... of which waited for room in the ring */
     uint64_t shm_passes;           /* ring poll passes that took messages (pml_rdrp_transport.cc) */
+    uint64_t shm_compact;          /* compact eager messages received (rdrp_tiny_hdr_t) */
     uint64_t ucx_sent;             /* messages sent as UCX active messages */
     uint64_t throttled;            /* sends that waited for admission (pml_rdrp_throttle) */
     uint64_t throttle_cache_hits;  /* sends admitted from the rank's token cache */

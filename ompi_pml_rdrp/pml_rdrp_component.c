@@ -428,6 +428,9 @@ static void register_pvars(void)
     reg_pvar("mailbox_hwm", "Most mailbox slots held at once by unmatched eager data (never above pml_rdrp_mailbox_slots)",
              MCA_BASE_PVAR_CLASS_HIGHWATERMARK, &k->mailbox_hwm);
     reg_pvar("mailbox_slots", "Size of this process's eager mailbox in slots", MCA_BASE_PVAR_CLASS_SIZE, &k->mailbox_slots);
+    reg_pvar("shm_compact", "Eager messages received in the compact format (up to 8 bytes, half a cache line of ring: "
+             "a sender whose communicator rank is its process index, a tag and context id of 16 bits, no credits to return)",
+             MCA_BASE_PVAR_CLASS_COUNTER, &k->shm_compact);
     reg_pvar("shm_sent", "Messages sent through a shared-memory ring (peers on this node)", MCA_BASE_PVAR_CLASS_COUNTER,
              &k->shm_sent);
     reg_pvar("shm_backlogged", "Ring messages that had to wait for room in the peer's ring", MCA_BASE_PVAR_CLASS_COUNTER,

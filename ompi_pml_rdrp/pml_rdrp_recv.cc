@@ -194,6 +194,20 @@ ucs_status_t am_eager_cb(void *arg, const void *hdr, size_t hlen, void *data, si
     return UCS_OK;
 }
 
+/* RDRP_RING_EAGER_TINY(_GATED), from the ring of process src_vpid. */
+void ring_tiny_arrival(bool gated, uint32_t src_vpid, const void *hdr, size_t hlen, void *data, size_t len)
+{
+    Guard guard;
+    if (const char *why = wire::check_tiny(hlen, len)) {
+        bad_header(why, hlen);
+        return;
+    }
+    rdrp_tiny_hdr_t t;
+    std::memcpy(&t, hdr, sizeof(t));
+    ++stats.shm_compact;
+    eager_arrival(wire::expand_tiny(t, src_vpid, gated), data, len);
+}
+
 /* RDRP_AM_EAGER_PACKED: the header is the first bytes of the payload. */
 ucs_status_t am_eager_packed_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                                 const ucp_am_recv_param_t *param)

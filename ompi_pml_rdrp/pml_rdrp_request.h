@@ -305,6 +305,8 @@ ucs_status_t am_eager_packed_cb(void *arg, const void *hdr, size_t hlen, void *d
                                 const ucp_am_recv_param_t *param);
 ucs_status_t am_eager_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                          const ucp_am_recv_param_t *param);
+/* a compact eager message (ring only; see rdrp_tiny_hdr_t) */
+void ring_tiny_arrival(bool gated, uint32_t src_vpid, const void *hdr, size_t hlen, void *data, size_t len);
 ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                        const ucp_am_recv_param_t *param);
 

@@ -414,7 +414,10 @@ static inline __attribute__((always_inline)) bool ring_send_now(Endpoint *ep, om
                                                                 int dst, int tag, const char *data,
                                                                 size_t len)
 {
-    constexpr size_t hlen = sizeof(rdrp_eager_hdr_t);
+    /* up to 8 bytes in the compact format where it can say everything
+     * (wire::tiny_fits): half a line of ring instead of a line */
+    bool tiny = wire::tiny_fits(len, comm->c_contextid, tag, comm->c_my_rank, OMPI_PROC_MY_NAME->vpid);
+    size_t hlen = tiny ? sizeof(rdrp_tiny_hdr_t) : sizeof(rdrp_eager_hdr_t);
     char *body = ep->node.tx.reserve(hlen, len);
     if (OPAL_UNLIKELY(!body)) return false;
     uint32_t piggy = 0;
@@ -423,15 +426,24 @@ static inline __attribute__((always_inline)) bool ring_send_now(Endpoint *ep, om
         /* credits to piggyback or none left: the full engine call may send
          * credit packets into this very ring, so the reservation is void */
         if (!credit_take(peer_vpid(ep), &piggy, false)) return false;  /* wait for credit */
+        if (piggy) tiny = false, hlen = sizeof(rdrp_eager_hdr_t);  /* the compact header has no room for them */
         body = ep->node.tx.reserve(hlen, len);
     }
     uint32_t seq = next_send_seq(comm, dst);
     ++stats.eager_sent;
     if (OPAL_LIKELY(body != nullptr)) {
-        shm::RingProducer::fill(body, hlen, data, len, [&](char *at) {
-            fill_eager_hdr(reinterpret_cast<rdrp_eager_hdr_t *>(at), comm, tag, seq, gated, piggy);
-        });
-        ep->node.tx.commit(RDRP_AM_EAGER, hlen, len);
+        if (tiny) {
+            shm::RingProducer::fill(body, hlen, data, len, [&](char *at) {
+                rdrp_tiny_hdr_t t = {static_cast<uint16_t>(comm->c_contextid), static_cast<int16_t>(tag), seq};
+                std::memcpy(at, &t, sizeof(t));
+            });
+            ep->node.tx.commit(gated ? RDRP_RING_EAGER_TINY_GATED : RDRP_RING_EAGER_TINY, hlen, len);
+        } else {
+            shm::RingProducer::fill(body, hlen, data, len, [&](char *at) {
+                fill_eager_hdr(reinterpret_cast<rdrp_eager_hdr_t *>(at), comm, tag, seq, gated, piggy);
+            });
+            ep->node.tx.commit(RDRP_AM_EAGER, hlen, len);
+        }
         ++*shm_sent_counter;
     } else {
         ring_send_copy(ep, comm, tag, seq, gated, piggy, data, len);  /* the credit packets took the room */

@@ -59,6 +59,11 @@ ucp_am_recv_param_t ring_param;  /* what a ring message looks like to a handler:
 
 void dispatch(uint16_t id, const void *hdr, size_t hlen, const void *payload, size_t plen)
 {
+    if (id == RDRP_RING_EAGER_TINY || id == RDRP_RING_EAGER_TINY_GATED) {
+        ring_tiny_arrival(id == RDRP_RING_EAGER_TINY_GATED, L.seg.polled_producer(), hdr, hlen,
+                          const_cast<void *>(payload), plen);
+        return;
+    }
     if (OPAL_UNLIKELY(id >= RDRP_AM_COUNT || !handlers[id])) {
         bad_header("message of an unknown type from a local peer", id);
         return;
@@ -117,6 +122,9 @@ bool transport_init(const void *ucx_addr, size_t ucx_addr_len, void **blob, size
     ring_param.reply_ep = nullptr;
     if (p.shm) {
         std::string err;
+        /* our rings say who writes them: the compact eager format leaves
+         * the source out (wire::tiny_fits) */
+        L.seg.set_producer_id(OMPI_PROC_MY_NAME->vpid);
         if (!L.seg.create(kMagic, "rdrp-pml-shm", OMPI_PROC_MY_NAME->jobid, L.nlocal, L.local_rank, L.ring_size,
                           &err, p.shm_prefault != 0))
             RDRP_VERBOSE(1, "no shared-memory transport (%s): local peers use UCX", err.c_str());

@@ -45,6 +45,29 @@ typedef struct rdrp_eager_hdr {
     uint64_t sreq;      /* sender request id (only meaningful with RDRP_FLAG_SYNC) */
 } rdrp_eager_hdr_t;
 
+/* Message types only a shared-memory ring carries (ids past the AM ids,
+ * never registered with UCX): the compact eager message, whose entry of
+ * at most 32 bytes takes half a cache line (common/shm/shm_ring.h
+ * kHalfLine), so a stream of tiny messages moves two per line. */
+enum rdrp_ring_id {
+    RDRP_RING_EAGER_TINY = RDRP_AM_COUNT,  /* rdrp_tiny_hdr_t + up to RDRP_TINY_MAX bytes */
+    RDRP_RING_EAGER_TINY_GATED,            /* the same, and the payload took a credit */
+    RDRP_RING_COUNT
+};
+
+/* The compact eager header.  What it leaves out: the source rank, which is
+ * the ring's producer (the sender uses this format only where its rank in
+ * the communicator is its process index, as in MPI_COMM_WORLD and its
+ * duplicates), the sender's process index (the same), piggybacked credits
+ * (none), the synchronous-send request (not synchronous); the credit flag
+ * is in the message type.  The context id and tag must fit 16 bits. */
+typedef struct rdrp_tiny_hdr {
+    uint16_t cid;
+    int16_t  tag;
+    uint32_t seq;
+} rdrp_tiny_hdr_t;
+#define RDRP_TINY_MAX 8
+
 /* Largest payload sent as RDRP_AM_EAGER_PACKED: copying it next to the
  * header on the stack is cheaper than UCX's header + payload iov path. */
 #define RDRP_EAGER_PACKED_MAX 512

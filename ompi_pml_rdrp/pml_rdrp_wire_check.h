@@ -67,6 +67,41 @@ inline const char *check_packed_length(size_t hlen, size_t len)
     return nullptr;
 }
 
+/* RDRP_RING_EAGER_TINY(_GATED): the compact header and a payload of at
+ * most RDRP_TINY_MAX bytes. */
+inline const char *check_tiny(size_t hlen, size_t len)
+{
+    if (hlen != sizeof(rdrp_tiny_hdr_t)) return "compact eager header length";
+    if (len > RDRP_TINY_MAX) return "compact eager payload above its limit";
+    return nullptr;
+}
+
+/* The full eager header a compact one stands for, from a ring whose
+ * producer is process src_vpid (check_tiny first). */
+inline rdrp_eager_hdr_t expand_tiny(const rdrp_tiny_hdr_t &t, uint32_t src_vpid, bool gated)
+{
+    rdrp_eager_hdr_t h;
+    h.m.cid = t.cid;
+    h.m.src = static_cast<int32_t>(src_vpid);
+    h.m.tag = t.tag;
+    h.m.seq = t.seq;
+    h.flags = gated ? RDRP_FLAG_CREDIT : 0;
+    h.credits = 0;
+    h.src_vpid = src_vpid;
+    h.sreq = 0;
+    return h;
+}
+
+/* The sender's side: a message (not synchronous, no piggybacked credit)
+ * of len bytes on communicator context cid, with tag, from a sender whose
+ * rank there is my_rank and whose process index is my_vpid, fits the
+ * compact format. */
+inline bool tiny_fits(size_t len, uint32_t cid, int tag, int my_rank, uint32_t my_vpid)
+{
+    return len <= RDRP_TINY_MAX && cid <= 0xFFFF && tag >= INT16_MIN && tag <= INT16_MAX && my_rank >= 0 &&
+           static_cast<uint32_t>(my_rank) == my_vpid;
+}
+
 /* RDRP_AM_RTS: header + rkey_len bytes of rkey as AM user header, the first
  * chunk as AM data of len bytes.  Call with hlen >= sizeof(rdrp_rts_hdr_t). */
 inline const char *check_rts(const rdrp_rts_hdr_t &h, size_t hlen, size_t len,

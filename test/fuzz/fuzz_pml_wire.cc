@@ -11,6 +11,7 @@
  * Input: u8 type, u8 credits on, u16 slot size, u8 peers, then per type
  * (see make_seeds.cc, which writes real headers in this layout).
  */
+#include <cstring>
 #include <vector>
 
 #include "fuzz_input.h"
@@ -41,7 +42,7 @@ template <class H> bool read_header(const std::vector<char> &hbuf, H *h)
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     FuzzInput in(data, size);
-    const uint8_t type = in.u8() % 8;
+    const uint8_t type = in.u8() % 9;
     CreditLimits c;
     c.enabled = in.u8() & 1;
     c.slot_size = in.u16();
@@ -129,6 +130,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         std::vector<uint32_t> per_peer(c.npeers);  // the engine's per-source state
         per_peer.at(h.src_vpid) += h.credits;
         FUZZ_REQUIRE(h.kind >= 1 && h.kind <= 3);
+        break;
+    }
+    case 8: {  // RDRP_RING_EAGER_TINY (even len) or _GATED (odd) from the ring of process vpid
+        const uint32_t vpid = in.u8();
+        if (check_tiny(hbuf.size(), len)) break;
+        FUZZ_REQUIRE(hbuf.size() == sizeof(rdrp_tiny_hdr_t) && len <= RDRP_TINY_MAX);
+        rdrp_tiny_hdr_t t;
+        std::memcpy(&t, hbuf.data(), sizeof(t));
+        rdrp_eager_hdr_t h = expand_tiny(t, vpid, len & 1);
+        FUZZ_REQUIRE(h.m.src == static_cast<int32_t>(vpid) && h.src_vpid == vpid && h.credits == 0 &&
+                     !(h.flags & RDRP_FLAG_SYNC));
+        if (check_gated(h.flags, h.src_vpid, len, c)) break;
+        std::vector<char> slot(c.slot_size ? c.slot_size : 1);
+        if (h.flags & RDRP_FLAG_CREDIT) copy_into(slot, 0, len);
         break;
     }
     case 7: {  // a match header's source against the communicator size

@@ -56,6 +56,11 @@ static void pml_seeds()
         o.put<uint32_t>(static_cast<uint32_t>(sizeof(rdrp_eager_hdr_t) + 64));
         write("pml_wire", "eager_packed", o);
     }
+    {
+        FuzzOutput o = pml(8, rdrp_tiny_hdr_t{3, -5, 9}, 0, 5);  // compact eager, gated (odd length)
+        o.put<uint8_t>(1);                                      // from the ring of process 1
+        write("pml_wire", "eager_tiny", o);
+    }
     rdrp_rts_hdr_t r{};
     r.m = {3, 2, -5, 9};
     r.proto = RDRP_PROTO_RDRP;

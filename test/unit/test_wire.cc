@@ -72,6 +72,59 @@ TEST(WireCheck, PackedEagerLength)
     EXPECT_NE(check_packed_length(8, hs + 8), nullptr) << "unexpected AM user header";
 }
 
+// The compact eager format (ring only): an 8-byte header and at most 8
+// bytes; what it leaves out comes back from the ring's producer; a sender
+// uses it only where that reconstruction is exact.
+TEST(WireCheck, CompactEager)
+{
+    EXPECT_EQ(sizeof(rdrp_tiny_hdr_t), 8u);
+    EXPECT_EQ(check_tiny(sizeof(rdrp_tiny_hdr_t), 0), nullptr);
+    EXPECT_EQ(check_tiny(sizeof(rdrp_tiny_hdr_t), RDRP_TINY_MAX), nullptr);
+    EXPECT_NE(check_tiny(sizeof(rdrp_tiny_hdr_t), RDRP_TINY_MAX + 1), nullptr);
+    EXPECT_NE(check_tiny(sizeof(rdrp_tiny_hdr_t) + 1, 1), nullptr);
+    EXPECT_NE(check_tiny(sizeof(rdrp_eager_hdr_t), 1), nullptr);
+    EXPECT_NE(check_tiny(0, 1), nullptr);
+
+    rdrp_tiny_hdr_t t{0xFFFE, -32768, 0xDEADBEEF};
+    rdrp_eager_hdr_t h = expand_tiny(t, 77, true);
+    EXPECT_EQ(h.m.cid, 0xFFFEu);
+    EXPECT_EQ(h.m.src, 77);
+    EXPECT_EQ(h.m.tag, -32768);
+    EXPECT_EQ(h.m.seq, 0xDEADBEEFu);
+    EXPECT_EQ(h.flags, RDRP_FLAG_CREDIT);
+    EXPECT_EQ(h.credits, 0);
+    EXPECT_EQ(h.src_vpid, 77u);
+    EXPECT_EQ(expand_tiny(t, 3, false).flags, 0);
+
+    EXPECT_TRUE(tiny_fits(8, 0xFFFF, 32767, 5, 5));
+    EXPECT_TRUE(tiny_fits(0, 0, -32768, 0, 0));
+    EXPECT_FALSE(tiny_fits(9, 0, 0, 0, 0)) << "payload";
+    EXPECT_FALSE(tiny_fits(1, 0x10000, 0, 0, 0)) << "context id";
+    EXPECT_FALSE(tiny_fits(1, 0, 32768, 0, 0)) << "tag";
+    EXPECT_FALSE(tiny_fits(1, 0, -32769, 0, 0)) << "tag";
+    EXPECT_FALSE(tiny_fits(1, 0, 0, 1, 2)) << "rank differs from the process index";
+    // every header that fits comes back as sent, through the bytes a ring carries
+    std::mt19937 rng(3);
+    for (int i = 0; i < 100000; ++i) {
+        uint32_t cid = rng() % 0x20000, vpid = rng() % 300;
+        int tag = static_cast<int>(rng() % 80000) - 40000;
+        int rank = rng() % 2 ? static_cast<int>(vpid) : static_cast<int>(rng() % 300);
+        size_t len = rng() % 12;
+        if (!tiny_fits(len, cid, tag, rank, vpid)) continue;
+        rdrp_tiny_hdr_t w{static_cast<uint16_t>(cid), static_cast<int16_t>(tag), static_cast<uint32_t>(rng())};
+        char wire[sizeof(w)];
+        std::memcpy(wire, &w, sizeof(w));
+        ASSERT_EQ(check_tiny(sizeof(wire), len), nullptr);
+        rdrp_tiny_hdr_t r;
+        std::memcpy(&r, wire, sizeof(r));
+        rdrp_eager_hdr_t e = expand_tiny(r, vpid, i & 1);
+        ASSERT_EQ(e.m.cid, cid);
+        ASSERT_EQ(e.m.src, rank);
+        ASSERT_EQ(e.m.tag, tag);
+        ASSERT_EQ(e.m.seq, w.seq);
+    }
+}
+
 TEST(WireCheck, RtsWellFormed)
 {
     auto h = good_rts(RDRP_PROTO_RDRP, RDRP_PATH_AM, 0, 1 << 20, 8192);
