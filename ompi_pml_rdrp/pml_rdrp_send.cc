@@ -439,9 +439,15 @@ static inline __attribute__((always_inline)) bool ring_send_now(Endpoint *ep, om
             });
             ep->node.tx.commit(gated ? RDRP_RING_EAGER_TINY_GATED : RDRP_RING_EAGER_TINY, hlen, len);
         } else {
-            shm::RingProducer::fill(body, hlen, data, len, [&](char *at) {
-                fill_eager_hdr(reinterpret_cast<rdrp_eager_hdr_t *>(at), comm, tag, seq, gated, piggy);
-            });
+            /* 2 KiB and more to a peer that is behind: non-temporal
+             * stores (shm_ring.h kStreamNonTemporalMin says why) */
+            const bool stream = len >= shm::kStreamNonTemporalMin && peer_ring_busy(ep);
+            shm::RingProducer::fill(
+                body, hlen, data, len,
+                [&](char *at) {
+                    fill_eager_hdr(reinterpret_cast<rdrp_eager_hdr_t *>(at), comm, tag, seq, gated, piggy);
+                },
+                stream);
             ep->node.tx.commit(RDRP_AM_EAGER, hlen, len);
         }
         ++*shm_sent_counter;

@@ -324,6 +324,42 @@ TEST(ShmRing, LargePayloadsStartOnACacheLine)
         }
 }
 
+// copy_bytes_nt (non-temporal stores for the payload of a stream): every
+// size around the line and the 2 KiB threshold, from every source
+// misalignment, to a line-aligned destination: exactly n bytes, nothing
+// written past them; and through fill() with stream set, the consumer
+// reads what was sent.
+TEST(ShmRing, NonTemporalCopyIsExactAndFillUsesIt)
+{
+    std::mt19937 rng(9);
+    std::vector<char> dstmem(20000 + 128), srcmem(20000 + 64);
+    char *dst = dstmem.data() + (64 - reinterpret_cast<uintptr_t>(dstmem.data()) % 64) % 64;
+    for (size_t n : {size_t(0), size_t(1), size_t(63), size_t(64), size_t(65), size_t(2047), size_t(2048),
+                     size_t(2049), size_t(4096 + 17), size_t(16384)})
+        for (size_t mis : {size_t(0), size_t(1), size_t(8), size_t(33)}) {
+            std::string src = bytes(rng, n);
+            std::memcpy(srcmem.data() + mis, src.data(), n);
+            std::memset(dst, 0x5A, n + 64);
+            copy_bytes_nt(dst, srcmem.data() + mis, n);
+            ASSERT_EQ(std::string(dst, n), src) << n << " " << mis;
+            ASSERT_EQ(std::string(dst + n, 64), std::string(64, '\x5A')) << n << " " << mis;
+        }
+    LocalRing r(1 << 16);
+    for (size_t plen : {size_t(100), kStreamNonTemporalMin - 1, kStreamNonTemporalMin, size_t(8191), size_t(16384)}) {
+        std::string pay = bytes(rng, plen), hdr = bytes(rng, 32);
+        char *body = r.prod.reserve(32, plen);
+        ASSERT_NE(body, nullptr);
+        RingProducer::fill(body, 32, pay.data(), plen, [&](char *at) { std::memcpy(at, hdr.data(), 32); }, true);
+        r.prod.commit(5, 32, plen);
+        unsigned n = r.cons.poll([&](uint16_t id, const void *h, size_t hl, const void *p, size_t pl) {
+            EXPECT_EQ(id, 5);
+            EXPECT_EQ(std::string(static_cast<const char *>(h), hl), hdr);
+            EXPECT_EQ(std::string(static_cast<const char *>(p), pl), pay) << plen;
+        });
+        ASSERT_EQ(n, 1u);
+    }
+}
+
 // Messages whose entry fits in half a line share lines: two of pml/rdrp's
 // compact eager messages (8-byte header, up to 8 bytes of payload) per
 // line; a larger message behind one in a line's first half starts on the
