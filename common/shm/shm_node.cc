@@ -111,6 +111,7 @@ void NodeSegment::release()
     rx_.clear();
     tx_to_.clear();
     next_rx_ = 0;
+    polled_ = 0;
     if (on_) segment_release(&seg_);
     on_ = false;
 }

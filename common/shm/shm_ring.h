@@ -117,7 +117,7 @@ inline constexpr size_t entry_bytes(size_t len)
  * offset at or after off (off a multiple of kHalfLine): anywhere if it
  * takes half a line, on the next line otherwise.  The gap is a skip
  * marker of kHalfLine bytes. */
-inline constexpr size_t align_gap(size_t off, size_t need) { return need > kHalfLine ? off & (kHalfLine) : 0; }
+inline constexpr size_t align_gap(size_t off, size_t need) { return need > kHalfLine ? off & kHalfLine : 0; }
 
 /* Payload alignment.  A payload of at least kAlignPayloadMin bytes starts
  * on a cache line: padding goes between the header and the payload.  A

@@ -157,6 +157,36 @@ TEST(ShmNode, TwoSegmentsTalkThroughEachOthersRings)
     EXPECT_TRUE(dev_shm("test-node").empty()) << "a node segment left a name in /dev/shm";
 }
 
+// Each ring says who writes it: during a poll, polled_producer() is the
+// id its producer's segment was given (pml/rdrp's compact messages take
+// their source from it), for every ring of a pass, ourselves included.
+TEST(ShmNode, PollNamesTheProducerOfEachRing)
+{
+    NodeSegment a, b;
+    std::string err;
+    a.set_producer_id(41);
+    b.set_producer_id(42);
+    ASSERT_TRUE(a.create(kMagicA, "test-node-a", 7, 2, 0, 4096, &err)) << err;
+    ASSERT_TRUE(b.create(kMagicA, "test-node-b", 7, 2, 1, 4096, &err)) << err;
+    NodePeer b_to_a, a_to_a;
+    ASSERT_TRUE(b.connect(a.identity(), false, &b_to_a, &err)) << err;
+    ASSERT_TRUE(a.connect(a.identity(), true, &a_to_a, &err)) << err;
+    for (int i = 0; i < 50; ++i) {
+        ASSERT_TRUE(b_to_a.tx.push(2, "b", 1, nullptr, 0));
+        ASSERT_TRUE(a_to_a.tx.push(1, "a", 1, nullptr, 0));
+        unsigned n = a.poll(
+            [&](uint16_t id, const void *, size_t, const void *, size_t) {
+                EXPECT_EQ(a.polled_producer(), id == 1 ? 41u : 42u) << id;
+            },
+            [](const char *, uint32_t) { FAIL(); });
+        ASSERT_EQ(n, 2u);
+    }
+    b.disconnect(&b_to_a);
+    a.disconnect(&a_to_a);
+    a.release();
+    b.release();
+}
+
 // Identities that must not lead to a mapping or a ring: another
 // component's (magic), another job's, no segment, a local rank the peer
 // has no ring for, and sizes that do not describe the segment.
