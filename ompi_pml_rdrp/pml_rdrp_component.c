@@ -248,7 +248,7 @@ static int rdrp_register(void)
             "fits one ring message (pml_rdrp_shm_eager_limit); only for peers CMA reaches.  A ring message "
             "costs two copies that each cross between cores, a single copy one kernel copy plus a rendezvous "
             "round trip, and which wins from which size depends on the machine: -1 = chosen at start-up from "
-            "the measured cost of a 4 KiB CMA copy (8192 when it costs at most 2.5 us, else 0); 0 = never "
+            "the measured cost of a 4 KiB CMA copy (16384 when it costs at most 2.5 us, else 0); 0 = never "
             "(every message up to pml_rdrp_shm_eager_limit through the ring)",
             &p->shm_cma_min, OPAL_INFO_LVL_5);
     reg_size("shm_ring_size", "Bytes of the ring each local peer writes into (rounded up to a power of two, "

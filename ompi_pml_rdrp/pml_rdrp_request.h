@@ -363,15 +363,17 @@ static inline bool eager_when_idle(const Endpoint *ep, size_t len)
  * GB/s, osu_bibw 8 KiB 8.5-9.3 / 12.6; from 16 KiB single copy wins
  * streams too (bibw 16 / 32 / 64 KiB 13.6-14.9 / 17.6-18.8 / 21.6-22.4
  * against the ring's 12.5 / 12.3 / 12.9: two copies per message on both
- * cores); osu_latency 8 KiB 1.81 us against the ring's 2.61.  Since a
- * stream's ring payloads of 2 KiB and more go by non-temporal stores
- * (shm_ring.h kStreamNonTemporalMin) the ring wins at 16 KiB too (EPYC
- * guest, fast host mode: osu_bw 16 KiB 13.1-14.6 GB/s against the single
- * copy's 5.8-6.1, osu_bibw 13.7-14.9 against 11.0-11.1); at 32 KiB it
- * read 12.4-13.5 in most runs and 3.8-4.1 in some (against 8.3-8.5),
- * at 64 KiB bibw 17.4-17.7 against 20.9: single copy from 32 KiB.  Either
- * way the receiver matches it in order (eager and RTS share the sequence). */
-constexpr size_t kRingStreamBelow = 32768;
+ * cores); osu_latency 8 KiB 1.81 us against the ring's 2.61.  On the
+ * EPYC guest, with non-temporal ring stores (shm_ring.h), 16 KiB streams
+ * through the ring won in its fast host mode (osu_bw 13.1-14.6 GB/s
+ * against 5.8-6.1) and lost in its slow one (3.3-3.4 against 4.4-5.6,
+ * bibw 4.4-5.6 against 9.7-10.0: a window of 64 no longer fits the 1 MiB
+ * ring), so streams stay below 16 KiB; pml/rdrp's single copy starts at
+ * 16 KiB there anyway (shm_cma_cost.h kCheapCmaMinNonTemporalRing), which
+ * leaves this rule for a machine or setting whose threshold is lower.
+ * Either way the receiver matches it in order (eager and RTS share the
+ * sequence). */
+constexpr size_t kRingStreamBelow = 16384;
 static inline bool eager_for(Endpoint *ep, size_t len)
 {
     if (len > eager_limit_of(ep)) return false;

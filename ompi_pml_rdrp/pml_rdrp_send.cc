@@ -439,9 +439,11 @@ static inline __attribute__((always_inline)) bool ring_send_now(Endpoint *ep, om
             });
             ep->node.tx.commit(gated ? RDRP_RING_EAGER_TINY_GATED : RDRP_RING_EAGER_TINY, hlen, len);
         } else {
-            /* 2 KiB and more to a peer that is behind: non-temporal
-             * stores (shm_ring.h kStreamNonTemporalMin says why) */
-            const bool stream = len >= shm::kStreamNonTemporalMin && peer_ring_busy(ep);
+            /* 2 KiB and more to a peer that is behind, 8 KiB and more to
+             * any: non-temporal stores (shm_ring.h kStreamNonTemporalMin,
+             * kNonTemporalAlwaysMin say why) */
+            const bool stream = len >= shm::kStreamNonTemporalMin &&
+                                (len >= shm::kNonTemporalAlwaysMin || peer_ring_busy(ep));
             shm::RingProducer::fill(
                 body, hlen, data, len,
                 [&](char *at) {

@@ -108,7 +108,9 @@ void transport_configure()
      * interoperate */
     if (p.shm_cma_min < 0) {
         double ns = shm::cma_probe_4k_ns();
-        p.shm_cma_min = static_cast<int>(shm::single_copy_min_for(ns));
+        /* our ring writes 8 KiB and more with non-temporal stores, which
+         * beat the single copy at 8 KiB (shm_cma_cost.h) */
+        p.shm_cma_min = static_cast<int>(shm::single_copy_min_for(ns, shm::kCheapCmaMinNonTemporalRing));
         RDRP_VERBOSE(2, "a 4 KiB CMA copy costs %.0f ns here: single copy to peers on this node from %d bytes "
                      "(0: none)", ns, p.shm_cma_min);
     }
@@ -229,7 +231,7 @@ Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
     if (ep->shm && ep->path == RDRP_PATH_CMA && p.shm_cma_min > 0 &&
         static_cast<size_t>(p.shm_cma_min) <= ep->eager_limit) {
         ep->cma_from = static_cast<size_t>(p.shm_cma_min);
-        eager_from = "pml_rdrp_shm_eager_limit; from pml_rdrp_shm_cma_min by single copy, below 32 KiB only while the peer keeps up";
+        eager_from = "pml_rdrp_shm_eager_limit; from pml_rdrp_shm_cma_min by single copy, below 16 KiB only while the peer keeps up";
     }
     if (!ep->shm && ep->remote && ep->path == RDRP_PATH_AM && p.am_eager_limit > ep->eager_limit) {
         ep->eager_limit = p.am_eager_limit;

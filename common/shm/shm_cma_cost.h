@@ -43,9 +43,20 @@ double cma_probe_4k_ns();
  * turned it off in over half of the runs. */
 constexpr double kCheapCmaNs = 2500.0;
 constexpr size_t kCheapCmaMin = 8192;
-inline size_t single_copy_min_for(double cost_4k_ns)
+/* ... for a ring whose payloads of kNonTemporalAlwaysMin (8 KiB) and more
+ * are written with non-temporal stores (pml/rdrp; shm_ring.h says why):
+ * such a ring message beats the single copy at 8 KiB in both host modes
+ * of the EPYC guest (osu_latency over pml/rdrp, ring / single copy: fast
+ * mode 1.49-1.51 / 2.41 us, slow mode 1.77-1.79 / 2.85-3.07), so single
+ * copy starts at 16 KiB there.  (At 16 KiB the ring won ping-pongs too,
+ * 2.23-2.27 / 3.09-3.17 and 2.42-2.74 / 3.49-3.60, but lost streams in
+ * the slow mode: pml_rdrp_request.h kRingStreamBelow.)  Not measured on
+ * the Intel guest, where the ordinary ring lost to the single copy from
+ * 8 KiB (above). */
+constexpr size_t kCheapCmaMinNonTemporalRing = 16384;
+inline size_t single_copy_min_for(double cost_4k_ns, size_t cheap_min = kCheapCmaMin)
 {
-    return cost_4k_ns >= 0 && cost_4k_ns <= kCheapCmaNs ? kCheapCmaMin : 0;
+    return cost_4k_ns >= 0 && cost_4k_ns <= kCheapCmaNs ? cheap_min : 0;
 }
 
 }  // namespace rdrp::shm

@@ -244,6 +244,13 @@ inline void copy_bytes(char *dst, const void *src, size_t n)
  * mode 0.34 us ordinary, 0.62 non-temporal), and not below 2 KiB (1 KiB
  * stream, fast mode: 171 / 215 ns). */
 constexpr size_t kStreamNonTemporalMin = 2048;
+/* From 8 KiB non-temporal stores win even for a reader that waits for
+ * the message, in both host modes (osu_latency over pml/rdrp, ordinary /
+ * non-temporal: 8 KiB 1.17-1.18 / 1.49-1.51 us fast, 4.45-4.68 /
+ * 1.77-1.79 slow; 16 KiB 2.26-2.29 / 2.23-2.27 fast, 8.35-8.45 /
+ * 2.57-2.64 slow): the ordinary ring's cost grows with the lines a
+ * message takes, each an ownership transfer in the slow mode. */
+constexpr size_t kNonTemporalAlwaysMin = 8192;
 inline void copy_bytes_nt(char *dst, const void *src, size_t n)
 {
 #if defined(__x86_64__) && defined(__SSE2__)

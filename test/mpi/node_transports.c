@@ -86,7 +86,7 @@ static int exchange(const mt_nodes_t *n, int local, char *sb, char *rb)
 /* Rendezvous per peer on my node under pml/rdrp: the sizes past the
  * ring's eager limit and, on the cma path, those from
  * pml_rdrp_shm_cma_min on (single copy although they fit the ring;
- * resolved at start-up, 8192 on a machine where CMA is cheap). */
+ * resolved at start-up, 16384 on a machine where CMA is cheap). */
 static int local_rndv_per_peer(int cma_path)
 {
     long long shm_eager = 131072, cma_min = 0;

@@ -807,6 +807,10 @@ TEST(ShmCmaCost, RuleTurnsSingleCopyOnOnlyWhenCheap)
     EXPECT_EQ(single_copy_min_for(kCheapCmaNs), kCheapCmaMin);
     EXPECT_EQ(single_copy_min_for(kCheapCmaNs + 1), 0u);
     EXPECT_EQ(single_copy_min_for(3000.0), 0u);
+    // pml/rdrp's ring (non-temporal stores from 8 KiB) moves the threshold, not the cost rule
+    EXPECT_EQ(single_copy_min_for(450.0, kCheapCmaMinNonTemporalRing), kCheapCmaMinNonTemporalRing);
+    EXPECT_EQ(single_copy_min_for(kCheapCmaNs + 1, kCheapCmaMinNonTemporalRing), 0u);
+    EXPECT_EQ(single_copy_min_for(-EPERM, kCheapCmaMinNonTemporalRing), 0u);
     for (double ns = 0; ns < 8000; ns += 37.5)  // monotone: dearer never means more single copy
         EXPECT_LE(single_copy_min_for(ns + 37.5) == 0 ? 0u : 1u, single_copy_min_for(ns) == 0 ? 0u : 1u);
 }
