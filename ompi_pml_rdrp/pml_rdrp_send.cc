@@ -426,7 +426,10 @@ static inline __attribute__((always_inline)) bool ring_send_now(Endpoint *ep, om
         /* credits to piggyback or none left: the full engine call may send
          * credit packets into this very ring, so the reservation is void */
         if (!credit_take(peer_vpid(ep), &piggy, false)) return false;  /* wait for credit */
-        if (piggy) tiny = false, hlen = sizeof(rdrp_eager_hdr_t);  /* the compact header has no room for them */
+        if (piggy) {  /* the compact header has no room for them */
+            tiny = false;
+            hlen = sizeof(rdrp_eager_hdr_t);
+        }
         body = ep->node.tx.reserve(hlen, len);
     }
     uint32_t seq = next_send_seq(comm, dst);
@@ -442,14 +445,14 @@ static inline __attribute__((always_inline)) bool ring_send_now(Endpoint *ep, om
             /* 2 KiB and more to a peer that is behind, 8 KiB and more to
              * any: non-temporal stores (shm_ring.h kStreamNonTemporalMin,
              * kNonTemporalAlwaysMin say why) */
-            const bool stream = len >= shm::kStreamNonTemporalMin &&
-                                (len >= shm::kNonTemporalAlwaysMin || peer_ring_busy(ep));
+            const bool non_temporal = len >= shm::kStreamNonTemporalMin &&
+                                      (len >= shm::kNonTemporalAlwaysMin || peer_ring_busy(ep));
             shm::RingProducer::fill(
                 body, hlen, data, len,
                 [&](char *at) {
                     fill_eager_hdr(reinterpret_cast<rdrp_eager_hdr_t *>(at), comm, tag, seq, gated, piggy);
                 },
-                stream);
+                non_temporal);
             ep->node.tx.commit(RDRP_AM_EAGER, hlen, len);
         }
         ++*shm_sent_counter;

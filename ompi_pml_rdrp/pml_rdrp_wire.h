@@ -51,8 +51,7 @@ typedef struct rdrp_eager_hdr {
  * kHalfLine), so a stream of tiny messages moves two per line. */
 enum rdrp_ring_id {
     RDRP_RING_EAGER_TINY = RDRP_AM_COUNT,  /* rdrp_tiny_hdr_t + up to RDRP_TINY_MAX bytes */
-    RDRP_RING_EAGER_TINY_GATED,            /* the same, and the payload took a credit */
-    RDRP_RING_COUNT
+    RDRP_RING_EAGER_TINY_GATED             /* the same, and the payload took a credit */
 };
 
 /* The compact eager header.  What it leaves out: the source rank, which is

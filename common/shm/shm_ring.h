@@ -329,13 +329,14 @@ public:
      * then the header and the payload's bytes in that line; commit()
      * follows.  OSU over pml/rdrp, A/B on a 2-core EPYC guest: latency
      * 512 B / 1 KiB 0.20 / 0.25 against 0.23 / 0.27 us, osu_mbw_mr 1 KiB
-     * 1.58 against 1.34-1.37 GB/s.  stream: the consumer is behind (the
-     * caller's judgement): a payload of kStreamNonTemporalMin bytes or
-     * more past the first line goes by non-temporal stores
-     * (copy_bytes_nt). */
+     * 1.58 against 1.34-1.37 GB/s.  non_temporal: a line-aligned payload
+     * (kAlignPayloadMin bytes or more) goes by non-temporal stores
+     * (copy_bytes_nt); when that pays is the caller's choice
+     * (kStreamNonTemporalMin, kNonTemporalAlwaysMin say what was
+     * measured). */
     template <class WriteHeader>
     static inline __attribute__((always_inline)) void fill(char *body, size_t hlen, const void *payload, size_t plen,
-                                                           WriteHeader &&write_header, bool stream = false)
+                                                           WriteHeader &&write_header, bool non_temporal = false)
     {
         char *pl = payload_at(body, hlen, plen);
         /* an entry of a line or more starts on a line; a half-line one is
@@ -343,7 +344,7 @@ public:
         const char *line_end = body - sizeof(EntryHeader) + 64;
         size_t head = pl < line_end ? std::min(plen, static_cast<size_t>(line_end - pl)) : 0;
         const char *src = static_cast<const char *>(payload);
-        if (stream && plen - head >= kStreamNonTemporalMin && head == 0)  /* a line-aligned payload */
+        if (non_temporal && head == 0)  /* a line-aligned payload */
             copy_bytes_nt(pl, src, plen);
         else if (plen > head)
             copy_bytes(pl + head, src + head, plen - head);

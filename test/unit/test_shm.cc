@@ -327,7 +327,7 @@ TEST(ShmRing, LargePayloadsStartOnACacheLine)
 // copy_bytes_nt (non-temporal stores for the payload of a stream): every
 // size around the line and the 2 KiB threshold, from every source
 // misalignment, to a line-aligned destination: exactly n bytes, nothing
-// written past them; and through fill() with stream set, the consumer
+// written past them; and through fill() with non_temporal set, the consumer
 // reads what was sent.
 TEST(ShmRing, NonTemporalCopyIsExactAndFillUsesIt)
 {
