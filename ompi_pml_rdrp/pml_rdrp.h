@@ -43,6 +43,8 @@ typedef struct mca_pml_rdrp_params {
     int    shm_prefault;       /* allocate and map every ring page at start-up, not at first touch */
     int    shm_cma_min;        /* smallest message to a CMA peer on the node sent by single copy
                                   (-1: measured at start-up, transport_configure; 0: none) */
+    int    shm_far_line_ns;    /* a local peer whose cache lines take this long (ns, measured) is far:
+                                  non-temporal ring stores from kFarNonTemporalMin bytes (0: never) */
     size_t auto_rma_min;       /* auto, on-node: messages this large switch from am to rma */
     int    progress_iterations;/* iprobe misses between opal_progress calls */
     int    credit;             /* gate eager data with credits (issue 4) */
@@ -94,6 +96,7 @@ typedef struct mca_pml_rdrp_counters {
     uint64_t shm_backlogged;       /* ... of which waited for room in the ring */
     uint64_t shm_passes;           /* ring poll passes that took messages (pml_rdrp_transport.cc) */
     uint64_t shm_compact;          /* compact eager messages received (rdrp_tiny_hdr_t) */
+    uint64_t shm_far_nt;           /* ring messages written non-temporally because their peer is far */
     uint64_t ucx_sent;             /* messages sent as UCX active messages */
     uint64_t throttled;            /* sends that waited for admission (pml_rdrp_throttle) */
     uint64_t throttle_cache_hits;  /* sends admitted from the rank's token cache */

@@ -100,6 +100,7 @@ static const rdrp_param_rule_t param_rules[] = {
     P_INT(shm, 0, 1),
     P_INT(shm_prefault, 0, 1),
     P_INT(shm_cma_min, -1, 16 << 20),
+    P_INT(shm_far_line_ns, 0, 1000000),
     P_ULL(shm_ring_size, shm_ring_size, 1ULL << 30),
     P_ULL(shm_eager_limit, shm_eager_limit, 16ULL << 20),
     P_ULL(am_eager_limit, am_eager_limit, 16ULL << 20),
@@ -137,6 +138,16 @@ static void reg_int(const char *name, const char *help, int *storage, int level)
                                           help_with_range(name, help),
                                           MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, level,
                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+/* ... that MPI_T_cvar_write may change while the job runs (read at
+ * every use, not copied at start-up) */
+static void reg_int_settable(const char *name, const char *help, int *storage, int level)
+{
+    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, name,
+                                          help_with_range(name, help),
+                                          MCA_BASE_VAR_TYPE_INT, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, level,
+                                          MCA_BASE_VAR_SCOPE_LOCAL, storage);
 }
 
 static void reg_size(const char *name, const char *help, unsigned long long *storage)
@@ -251,6 +262,19 @@ static int rdrp_register(void)
             "the measured cost of a 4 KiB CMA copy (16384 when it costs at most 2.5 us, else 0); 0 = never "
             "(every message up to pml_rdrp_shm_eager_limit through the ring)",
             &p->shm_cma_min, OPAL_INFO_LVL_5);
+    p->shm_far_line_ns = 90;
+    reg_int_settable("shm_far_line_ns",
+                     "A peer on this node whose cache lines take at least this many nanoseconds to reach this "
+                     "core is far: eager ring messages of 512 bytes and more to it are written with non-temporal "
+                     "stores, which do not wait for the lines to come back from the peer's cache; to a near peer "
+                     "only streams of 4 KiB and more.  The time is measured while the job runs (every 64th "
+                     "ring send of 512 bytes or more times loads of a line the peer wrote; the median of the "
+                     "last 8): the placement of two processes (one core complex or two; a hypervisor that moves "
+                     "them) can change.  On a 2-vCPU EPYC guest 40-60 ns in one host placement, 120-180 in the "
+                     "other.  0 = never measured (non-temporal stores for streams of 2 KiB and more and for "
+                     "messages of 8 KiB and more, as while a peer is not yet measured).  Settable through "
+                     "MPI_T while the job runs",
+                     &p->shm_far_line_ns, OPAL_INFO_LVL_5);
     reg_size("shm_ring_size", "Bytes of the ring each local peer writes into (rounded up to a power of two, "
              "at least four of the largest messages)", &shm_ring_size);
     reg_size("shm_eager_limit", "Largest message (bytes of packed payload) sent eagerly, in one ring message, to a "
@@ -431,6 +455,8 @@ static void register_pvars(void)
     reg_pvar("shm_compact", "Eager messages received in the compact format (up to 8 bytes, half a cache line of ring: "
              "a sender whose communicator rank is its process index, a tag and context id of 16 bits, no credits to return)",
              MCA_BASE_PVAR_CLASS_COUNTER, &k->shm_compact);
+    reg_pvar("shm_far_nt", "Ring messages written with non-temporal stores because their peer's cache lines "
+             "were measured far (pml_rdrp_shm_far_line_ns)", MCA_BASE_PVAR_CLASS_COUNTER, &k->shm_far_nt);
     reg_pvar("shm_sent", "Messages sent through a shared-memory ring (peers on this node)", MCA_BASE_PVAR_CLASS_COUNTER,
              &k->shm_sent);
     reg_pvar("shm_backlogged", "Ring messages that had to wait for room in the peer's ring", MCA_BASE_PVAR_CLASS_COUNTER,

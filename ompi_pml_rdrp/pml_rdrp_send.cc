@@ -406,6 +406,25 @@ static void ring_send_copy(Endpoint *ep, ompi_communicator_t *comm, int tag, uin
     am_send_copy(ep, RDRP_AM_EAGER, &h, sizeof(h), data, len);
 }
 
+/* Write a ring message of len payload bytes to ep with non-temporal
+ * stores?  By what its lines cost (shm_ring.h, kFarNonTemporalMin, says
+ * what was measured): to a far peer (the ring's measure at or above
+ * pml_rdrp_shm_far_line_ns) from kFarNonTemporalMin bytes; to a near one
+ * from kNearNonTemporalMin in a stream (a message that does not answer
+ * one of the peer's, or a peer behind); while not measured (or never:
+ * the parameter 0) in a stream from kStreamNonTemporalMin, and from
+ * kNonTemporalAlwaysMin to any peer. */
+static inline bool ring_non_temporal(Endpoint *ep, size_t len)
+{
+    if (len < shm::kFarNonTemporalMin) return false;
+    const uint32_t far_ns = static_cast<uint32_t>(mca_pml_rdrp_params.shm_far_line_ns);
+    const uint32_t ns = far_ns ? ep->node.tx.line_ns() : 0;
+    if (ns == 0) return len >= shm::kNonTemporalAlwaysMin || (len >= shm::kStreamNonTemporalMin && peer_ring_busy(ep));
+    if (ns < far_ns) return len >= shm::kNearNonTemporalMin && (!ep->node.tx.answered() || peer_ring_busy(ep));
+    ++stats.shm_far_nt;
+    return true;
+}
+
 /* Put an eager message into ring peer ep's ring now, built in place in
  * the ring entry (no request, no staging copy of the header).  false:
  * it cannot leave at once (no room, no credit) and nothing was sent;
@@ -442,11 +461,7 @@ static inline __attribute__((always_inline)) bool ring_send_now(Endpoint *ep, om
             });
             ep->node.tx.commit(gated ? RDRP_RING_EAGER_TINY_GATED : RDRP_RING_EAGER_TINY, hlen, len);
         } else {
-            /* 2 KiB and more to a peer that is behind, 8 KiB and more to
-             * any: non-temporal stores (shm_ring.h kStreamNonTemporalMin,
-             * kNonTemporalAlwaysMin say why) */
-            const bool non_temporal = len >= shm::kStreamNonTemporalMin &&
-                                      (len >= shm::kNonTemporalAlwaysMin || peer_ring_busy(ep));
+            const bool non_temporal = ring_non_temporal(ep, len);
             shm::RingProducer::fill(
                 body, hlen, data, len,
                 [&](char *at) {

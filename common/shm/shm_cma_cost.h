@@ -43,8 +43,9 @@ double cma_probe_4k_ns();
  * turned it off in over half of the runs. */
 constexpr double kCheapCmaNs = 2500.0;
 constexpr size_t kCheapCmaMin = 8192;
-/* ... for a ring whose payloads of kNonTemporalAlwaysMin (8 KiB) and more
- * are written with non-temporal stores (pml/rdrp; shm_ring.h says why):
+/* ... for a ring whose payloads of 8 KiB are written with non-temporal
+ * stores where ordinary ones cost more (pml/rdrp; shm_ring.h
+ * kNonTemporalAlwaysMin and kNearNonTemporalMin say when):
  * such a ring message beats the single copy at 8 KiB in both host modes
  * of the EPYC guest (osu_latency over pml/rdrp, ring / single copy: fast
  * mode 1.49-1.51 / 2.41 us, slow mode 1.77-1.79 / 2.85-3.07), so single

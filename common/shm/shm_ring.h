@@ -61,6 +61,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "shm_line_cost.h"
+
 #if defined(__x86_64__) && defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -251,6 +253,27 @@ constexpr size_t kStreamNonTemporalMin = 2048;
  * 2.57-2.64 slow): the ordinary ring's cost grows with the lines a
  * message takes, each an ownership transfer in the slow mode. */
 constexpr size_t kNonTemporalAlwaysMin = 8192;
+/* Both rules above hold for a peer whose line cost is not known.  Once the
+ * ring has measured it (RingProducer::line_ns, shm_line_cost.h) the host
+ * mode is known and the choice follows it.  For a far peer (lines that
+ * take long to come back: the slow mode) non-temporal stores win from
+ * 512 bytes, waiting reader or not: two processes, pml/rdrp, ns per
+ * message ordinary / non-temporal, slow mode (line round trip 300-340 ns,
+ * measured line 120-150 ns): ping-pong 256 B 455-465 / 477-521, 512 B
+ * 585-604 / 557-577, 1 KiB 770-829 / 675; 64-message windows 256 B
+ * 178-185 / 211-227, 512 B 336-339 / 228-233, 1 KiB 602-624 / 247.  In
+ * the fast mode (80-97 ns, measured 40-60 ns) they lose at 1 KiB (ping-
+ * pong 231-285 / 545, windows 167-172 / 224). */
+constexpr size_t kFarNonTemporalMin = 512;
+/* For a near peer they win streams from 4 KiB: messages that follow our
+ * own rather than answer the peer's (RingProducer::answered; osu_bw's
+ * receiver, waiting in MPI_Waitall, keeps up, so it is rarely 4 messages
+ * behind).  They lose where the reader waits for each message (at 8 KiB
+ * still) and in osu_bibw at 2 KiB.  Fast mode, non-temporal / ordinary:
+ * osu_bw 4 KiB 11.0-11.6 / 7.8-8.1 GB/s, osu_latency 8 KiB 1.53-1.59 /
+ * 1.18-1.20 us, osu_bibw 2 KiB (streams of 2 KiB by the busy test) 7.6-7.7
+ * / 11.9-12.5 GB/s. */
+constexpr size_t kNearNonTemporalMin = 4096;
 inline void copy_bytes_nt(char *dst, const void *src, size_t n)
 {
 #if defined(__x86_64__) && defined(__SSE2__)
@@ -287,7 +310,7 @@ public:
         /* before any entry: the consumer reads it after an entry's
          * acquire, so the entry's release publishes it */
         ctl_->producer = producer;
-        head_seen_ = ctl_->head.load(std::memory_order_acquire);
+        head_seen_ = load_head();
         tail_ = head_seen_;
     }
     bool attached() const { return data_ != nullptr; }
@@ -303,7 +326,7 @@ public:
         size_t off = tail_ & (size_ - 1);
         size_t skip = (off + need > size_) ? size_ - off : align_gap(off, need);
         if (tail_ + skip + need - head_seen_ <= size_) return true;
-        head_seen_ = ctl_->head.load(std::memory_order_acquire);
+        head_seen_ = load_head();
         return tail_ + skip + need - head_seen_ <= size_;
     }
 
@@ -378,9 +401,11 @@ public:
         }
         hinted_ = false;
         if (tail_ + skip + need - head_seen_ > size_) {
-            head_seen_ = ctl_->head.load(std::memory_order_acquire);
+            head_seen_ = load_head();
             if (tail_ + skip + need - head_seen_ > size_) return nullptr;
         }
+        answered_ = spoke_;
+        spoke_ = false;
         if (skip) {
             EntryHeader *s = reinterpret_cast<EntryHeader *>(data_ + off);
             s->len = static_cast<uint32_t>(skip - sizeof(EntryHeader));
@@ -411,7 +436,7 @@ public:
      * the consumer's head: its cache line, no more). */
     bool drained()
     {
-        if (head_seen_ != tail_) head_seen_ = ctl_->head.load(std::memory_order_acquire);
+        if (head_seen_ != tail_) head_seen_ = load_head();
         return head_seen_ == tail_;
     }
 
@@ -427,25 +452,70 @@ public:
         if (pushes_ < k) return false;
         uint64_t start = recent_[(pushes_ - k) & (kRecentPushes - 1)];
         if (head_seen_ > start) return false;  /* the head only grows */
-        head_seen_ = ctl_->head.load(std::memory_order_acquire);
+        head_seen_ = load_head();
         return head_seen_ <= start;
     }
 
+    /* The time in ns one line the consumer wrote takes to reach us
+     * (LineCost; 0 until measured).  Every kLineSampleEvery-th call asks
+     * for a sample, and the producer's next loads of the consumer's head
+     * (this one, or those of reserve(), drained(), unread_at_least()) are
+     * timed until one finds the head moved: that load fetched the line
+     * from the consumer's cache (its store took it from ours).  A load
+     * that finds it unchanged may have hit our cache and says nothing;
+     * while the send path itself loads the head on every message (a busy
+     * test), only timing those loads finds a moved head at all.  A sample
+     * costs two clock reads per timed load. */
+    static constexpr unsigned kLineSampleEvery = 64;
+    uint32_t line_ns()
+    {
+        if (__builtin_expect(++line_calls_ % kLineSampleEvery == 0, 0)) {
+            line_due_ = true;
+            head_seen_ = load_head();
+        }
+        return line_cost_.ns();
+    }
+    const LineCost &line_cost() const { return line_cost_; }
+
     /* The consumer has probably taken everything (it just sent us a
      * message): the next push() looks whether it can rewind. */
-    void hint_drained() { hinted_ = true; }
+    void hint_drained() { hinted_ = spoke_ = true; }
+    /* The consumer had sent us a message (hint_drained) between our
+     * previous reservation and the last one (that succeeded): the message
+     * being written answers it (a ping-pong) rather than following ours
+     * (a stream). */
+    bool answered() const { return answered_; }
 
 private:
+    /* The consumer's head, timed while a line sample is due (line_ns). */
+    uint64_t load_head()
+    {
+        if (__builtin_expect(!line_due_, 1)) return ctl_->head.load(std::memory_order_acquire);
+        uint64_t t0 = line_clock_ns();
+        uint64_t h = ctl_->head.load(std::memory_order_acquire);
+        uint64_t t1 = line_clock_ns();
+        if (h != head_seen_) {
+            line_cost_.add(static_cast<uint32_t>(std::min<uint64_t>(t1 - t0, UINT32_MAX)));
+            line_due_ = false;
+        }
+        return h;
+    }
+
     RingControl *ctl_ = nullptr;
     char *data_ = nullptr;
     size_t size_ = 0;
     bool hinted_ = false;
+    bool spoke_ = false;     /* hint_drained since the last reservation */
+    bool answered_ = false;  /* spoke_ as the last reservation found it */
+    bool line_due_ = false;  /* a line sample is wanted (line_ns) */
     uint64_t tail_ = 0;       /* our next position (private to the producer) */
     uint64_t head_seen_ = 0;  /* the consumer's head when we last looked */
     uint64_t rewind_tried_ = 0;  /* tail_ when we last looked for a drained ring, by count */
     uint64_t hint_tried_ = 0;    /* ... on a hint */
     uint64_t pushes_ = 0;        /* messages committed */
     uint64_t recent_[kRecentPushes] = {};  /* start positions of the last ones (unread_at_least) */
+    uint32_t line_calls_ = 0;              /* line_ns() calls (every kLineSampleEvery-th samples) */
+    LineCost line_cost_;
 };
 
 /* The consumer's view of a ring. */

@@ -46,6 +46,30 @@ static inline int cvar_int(const char *name, long long *out)
     return 0;
 }
 
+/* Write an int control variable: 1 if it exists and took the value, 0 if
+ * there is none of that name, -1 if the write was refused. */
+static inline int cvar_write_int(const char *name, int value)
+{
+    int n, i;
+    MPI_T_cvar_get_num(&n);
+    for (i = 0; i < n; i++) {
+        char nm[256], desc[1024];
+        int nl = sizeof nm, dl = sizeof desc, verb, bind, scope, cnt, rc;
+        MPI_Datatype dt;
+        MPI_T_enum en;
+        MPI_T_cvar_handle h;
+        if (MPI_T_cvar_get_info(i, nm, &nl, &verb, &dt, &en, desc, &dl, &bind, &scope) !=
+                MPI_SUCCESS ||
+            strcmp(nm, name) != 0)
+            continue;
+        if (dt != MPI_INT || MPI_T_cvar_handle_alloc(i, NULL, &h, &cnt) != MPI_SUCCESS) return -1;
+        rc = MPI_T_cvar_write(h, &value);
+        MPI_T_cvar_handle_free(&h);
+        return rc == MPI_SUCCESS ? 1 : -1;
+    }
+    return 0;
+}
+
 typedef struct {
     MPI_T_pvar_session s;
     MPI_T_pvar_handle h;
