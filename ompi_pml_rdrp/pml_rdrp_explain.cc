@@ -47,7 +47,7 @@ struct Choice {
 Choice choice_for(const Endpoint *ep, size_t len)
 {
     Choice c;
-    if (eager_when_idle(ep, len)) {
+    if (eager_in_ping_pong(ep, len)) {
         c.eager = true;
         return c;
     }
@@ -154,10 +154,15 @@ void explain_peer(const Endpoint *ep)
         RDRP_VERBOSE(RDRP_EXPLAIN_LEVEL, "%s %-24s | %-8s | %-4s | %-11s | %-8s | %s", who, range,
                      proto_name(r.c), path_name(r.c.path), first, chunk, window);
     }
-    if (ep->cma_from && ep->cma_from < kRingStreamBelow)
-        RDRP_VERBOSE(RDRP_EXPLAIN_LEVEL, "%s (the table while the peer keeps up with what we send; while it has %u or more "
-                     "of our messages unread, %zu .. %zu go eager through the ring too)", who, kRingBusyUnread, ep->cma_from,
-                     std::min(eager_limit_of(ep), kRingStreamBelow - 1));
+    if (ep->cma_from && ep->cma_from < kRingAnswerBelow) {
+        /* the table is a ping-pong's (eager_in_ping_pong); say what else eager_for does */
+        char busy[160] = "";
+        if (ep->cma_from < kRingStreamBelow)
+            snprintf(busy, sizeof(busy), " (below %zu through the ring while the peer has %u or more of our messages "
+                     "unread)", kRingStreamBelow, kRingBusyUnread);
+        RDRP_VERBOSE(RDRP_EXPLAIN_LEVEL, "%s (the table for a message that answers one of the peer's, a ping-pong; a "
+                     "message that follows our own goes by single copy from %zu%s)", who, ep->cma_from, busy);
+    }
 }
 
 }  // namespace rdrp

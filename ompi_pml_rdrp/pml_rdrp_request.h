@@ -345,39 +345,69 @@ static inline int rounds_per_full_progress()
 
 /* The send path's size rules (pml_rdrp_send.cc uses them; the protocol
  * table of pml_rdrp_explain.cc asks them too, so it cannot drift). */
-/* eager (one active message) when it has a credit, else rendezvous; to a
- * CMA peer from ep->cma_from on by single copy (eager_when_idle: the
- * choice while the peer keeps up, which the protocol table shows) */
-static inline size_t eager_limit_of(const Endpoint *ep) { return ep->eager_limit; }
-static inline bool eager_when_idle(const Endpoint *ep, size_t len)
+/* How far ring peer ep's cache is, as its ring has measured it
+ * (RingProducer::line_ns, common/shm shm_line_cost.h) against
+ * pml_rdrp_shm_far_line_ns; kLinesUnknown until measured, for a peer
+ * reached through UCX, or with the parameter 0. */
+enum LineDistance { kLinesUnknown, kLinesNear, kLinesFar };
+static inline LineDistance line_distance(Endpoint *ep)
 {
-    return len <= eager_limit_of(ep) && (ep->cma_from == 0 || len < ep->cma_from);
+    const uint32_t far_ns = static_cast<uint32_t>(mca_pml_rdrp_params.shm_far_line_ns);
+    const uint32_t ns = far_ns && ep->shm ? ep->node.tx.line_ns() : 0;
+    return ns == 0 ? kLinesUnknown : ns < far_ns ? kLinesNear : kLinesFar;
 }
-/* The choice at the moment of sending.  A message of single-copy size
- * below kRingStreamBelow goes through the ring after all while the peer
- * is still busy with what we sent it (peer_ring_busy): a stream, where the
- * copies into and out of the ring overlap and a rendezvous round trip and
- * system call per message would pace it; a message to a peer that keeps
- * up (a ping-pong) keeps the single copy's latency.  OSU over pml/rdrp,
- * best of 5, single copy / ring for streams: osu_bw 8 KiB 10.0 / 12.2
- * GB/s, osu_bibw 8 KiB 8.5-9.3 / 12.6; from 16 KiB single copy wins
- * streams too (bibw 16 / 32 / 64 KiB 13.6-14.9 / 17.6-18.8 / 21.6-22.4
- * against the ring's 12.5 / 12.3 / 12.9: two copies per message on both
- * cores); osu_latency 8 KiB 1.81 us against the ring's 2.61.  On the
- * EPYC guest, with non-temporal ring stores (shm_ring.h), 16 KiB streams
- * through the ring won in its fast host mode (osu_bw 13.1-14.6 GB/s
- * against 5.8-6.1) and lost in its slow one (3.3-3.4 against 4.4-5.6,
- * bibw 4.4-5.6 against 9.7-10.0: a window of 64 no longer fits the 1 MiB
- * ring), so streams stay below 16 KiB; pml/rdrp's single copy starts at
- * 16 KiB there anyway (shm_cma_cost.h kCheapCmaMinNonTemporalRing), which
- * leaves this rule for a machine or setting whose threshold is lower.
- * Either way the receiver matches it in order (eager and RTS share the
- * sequence). */
+
+/* The send path's size rules (pml_rdrp_send.cc uses them; the protocol
+ * table of pml_rdrp_explain.cc asks them too, so it cannot drift). */
+static inline size_t eager_limit_of(const Endpoint *ep) { return ep->eager_limit; }
+/* Eager (one message) when it has a credit, else rendezvous.  To a CMA
+ * peer from ep->cma_from on single copy (a rendezvous) wins in general;
+ * eager_past_cma says where the ring still wins, from what the send path
+ * knows at that moment:
+ *  - answers: the message answers one of the peer's (answers_peer: a
+ *    ping-pong, whose reader waits for it) and is below kRingAnswerBelow;
+ *  - busy: the peer is still busy with what we sent it (peer_ring_busy:
+ *    a stream) and the message is below kRingStreamBelow.
+ * A stream through the ring overlaps its two copies where a rendezvous
+ * round trip and system call per message would pace it.  OSU over
+ * pml/rdrp, best of 5, single copy / ring for streams: osu_bw 8 KiB 10.0
+ * / 12.2 GB/s, osu_bibw 8 KiB 8.5-9.3 / 12.6; from 16 KiB single copy
+ * wins streams too (bibw 16 / 32 / 64 KiB 13.6-14.9 / 17.6-18.8 /
+ * 21.6-22.4 against the ring's 12.5 / 12.3 / 12.9: two copies per message
+ * on both cores; Intel guest).  On the EPYC guest, with non-temporal ring
+ * stores (shm_ring.h), 16 KiB streams through the ring won in its fast
+ * host mode (osu_bw 13.1-14.6 GB/s against 5.8-6.1) and lost in its slow
+ * one (3.3-3.4 against 4.4-5.6, bibw 4.4-5.6 against 9.7-10.0: a window
+ * of 64 no longer fits the 1 MiB ring), so streams stay below 16 KiB,
+ * where pml/rdrp's single copy starts there anyway (shm_cma_cost.h
+ * kCheapCmaMinNonTemporalRing).  A ping-pong is another matter: there the
+ * rendezvous round trip is all latency.  EPYC guest, osu_latency, single
+ * copy / ring (the ring's store kind by shm_ring.h's rules): fast mode
+ * 16 KiB 3.09-3.16 / 2.20-2.27 us (pml ucx 2.13-2.27), 32 KiB 4.21-4.30 /
+ * 3.88-4.09 (ucx 3.94-4.13), 64 KiB 6.33-6.78 / 6.34-6.80; slow mode 16 KiB
+ * 3.48-3.87 / 2.44-2.53, 32 KiB 4.66-5.11 / 3.96-4.09, 64 KiB 6.7-7.3 /
+ * 6.8-7.0.  Either way the receiver matches it in order (eager and RTS
+ * share the sequence). */
 constexpr size_t kRingStreamBelow = 16384;
+constexpr size_t kRingAnswerBelow = 65536;
+static inline bool eager_past_cma(size_t len, bool answers, bool busy)
+{
+    return answers ? len < kRingAnswerBelow : busy && len < kRingStreamBelow;
+}
+/* The choice at the moment of sending (the facts looked up only past
+ * cma_from: one or two loads of ring state). */
 static inline bool eager_for(Endpoint *ep, size_t len)
 {
     if (len > eager_limit_of(ep)) return false;
-    return ep->cma_from == 0 || len < ep->cma_from || (len < kRingStreamBelow && peer_ring_busy(ep));
+    if (ep->cma_from == 0 || len < ep->cma_from) return true;
+    const bool answers = answers_peer(ep);
+    return eager_past_cma(len, answers, !answers && len < kRingStreamBelow && peer_ring_busy(ep));
+}
+/* ... for the message of a ping-pong (what the protocol table shows) */
+static inline bool eager_in_ping_pong(const Endpoint *ep, size_t len)
+{
+    if (len > eager_limit_of(ep)) return false;
+    return ep->cma_from == 0 || len < ep->cma_from || eager_past_cma(len, true, false);
 }
 /* The rdrp protocol's data path to ep for a message of len bytes: the
  * peer's, except that under auto a large message to an on-node peer that

@@ -97,6 +97,7 @@ int send_eager(Request *r, uint32_t seq, bool gated, uint32_t piggy)
     }
     ++stats.eager_sent;
     int rc = track(r, RDRP_AM_EAGER, h, sizeof(*h), r->data, r->packed);
+    data_sent(r->ep);
     credit_settle_if_due();
     return rc;
 }
@@ -183,7 +184,9 @@ int send_rts(Request *r, uint32_t seq)
     if (hlen == 0) return OMPI_ERROR;
     h->first_len = r->first_len;
     ++stats.rndv_sent;
-    return track(r, RDRP_AM_RTS, h, hlen, r->data, r->first_len);
+    int rc = track(r, RDRP_AM_RTS, h, hlen, r->data, r->first_len);
+    data_sent(r->ep);
+    return rc;
 }
 
 /* Pack non-contiguous data into an owned contiguous staging buffer. */
@@ -408,21 +411,25 @@ static void ring_send_copy(Endpoint *ep, ompi_communicator_t *comm, int tag, uin
 
 /* Write a ring message of len payload bytes to ep with non-temporal
  * stores?  By what its lines cost (shm_ring.h, kFarNonTemporalMin, says
- * what was measured): to a far peer (the ring's measure at or above
- * pml_rdrp_shm_far_line_ns) from kFarNonTemporalMin bytes; to a near one
- * from kNearNonTemporalMin in a stream (a message that does not answer
- * one of the peer's, or a peer behind); while not measured (or never:
- * the parameter 0) in a stream from kStreamNonTemporalMin, and from
- * kNonTemporalAlwaysMin to any peer. */
+ * what was measured): to a far peer from kFarNonTemporalMin bytes; to a
+ * near one from kNearNonTemporalMin in a stream (a message that does not
+ * answer one of the peer's, or a peer behind) and from
+ * kNearNonTemporalAnswerMin in any case; while not measured (or never:
+ * pml_rdrp_shm_far_line_ns 0) in a stream from kStreamNonTemporalMin,
+ * and from kNonTemporalAlwaysMin to any peer. */
 static inline bool ring_non_temporal(Endpoint *ep, size_t len)
 {
     if (len < shm::kFarNonTemporalMin) return false;
-    const uint32_t far_ns = static_cast<uint32_t>(mca_pml_rdrp_params.shm_far_line_ns);
-    const uint32_t ns = far_ns ? ep->node.tx.line_ns() : 0;
-    if (ns == 0) return len >= shm::kNonTemporalAlwaysMin || (len >= shm::kStreamNonTemporalMin && peer_ring_busy(ep));
-    if (ns < far_ns) return len >= shm::kNearNonTemporalMin && (!ep->node.tx.answered() || peer_ring_busy(ep));
-    ++stats.shm_far_nt;
-    return true;
+    switch (line_distance(ep)) {
+    case kLinesFar:
+        ++stats.shm_far_nt;
+        return true;
+    case kLinesNear:
+        return len >= shm::kNearNonTemporalAnswerMin ||
+               (len >= shm::kNearNonTemporalMin && (!answers_peer(ep) || peer_ring_busy(ep)));
+    default:
+        return len >= shm::kNonTemporalAlwaysMin || (len >= shm::kStreamNonTemporalMin && peer_ring_busy(ep));
+    }
 }
 
 /* Put an eager message into ring peer ep's ring now, built in place in
@@ -474,6 +481,7 @@ static inline __attribute__((always_inline)) bool ring_send_now(Endpoint *ep, om
     } else {
         ring_send_copy(ep, comm, tag, seq, gated, piggy, data, len);  /* the credit packets took the room */
     }
+    data_sent(ep);
     credit_settle_if_due();
     return true;
 }

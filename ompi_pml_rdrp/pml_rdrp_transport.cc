@@ -231,7 +231,7 @@ Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
     if (ep->shm && ep->path == RDRP_PATH_CMA && p.shm_cma_min > 0 &&
         static_cast<size_t>(p.shm_cma_min) <= ep->eager_limit) {
         ep->cma_from = static_cast<size_t>(p.shm_cma_min);
-        eager_from = "pml_rdrp_shm_eager_limit; from pml_rdrp_shm_cma_min by single copy, below 16 KiB only while the peer keeps up";
+        eager_from = "pml_rdrp_shm_eager_limit; from pml_rdrp_shm_cma_min by single copy but for a ping-pong's messages below 64 KiB and a stream's below 16 KiB";
     }
     if (!ep->shm && ep->remote && ep->path == RDRP_PATH_AM && p.am_eager_limit > ep->eager_limit) {
         ep->eager_limit = p.am_eager_limit;
@@ -350,6 +350,8 @@ int transport_progress()
     const uint64_t done = g.wakeups;
     unsigned got = L.seg.poll(
         [done](uint16_t id, const void *hdr, size_t hlen, const void *payload, size_t plen) {
+            /* the peer's data (what our next message may answer: answers_peer) */
+            if (id == RDRP_AM_EAGER || id == RDRP_AM_RTS || id >= RDRP_RING_EAGER_TINY) L.seg.polled_is_data();
             dispatch(id, hdr, hlen, payload, plen);
             return g.wakeups != done;
         },

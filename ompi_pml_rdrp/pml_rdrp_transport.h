@@ -121,6 +121,17 @@ inline bool peer_ring_busy(Endpoint *ep)
     return ep->shm && (!ep->backlog.empty() || ep->node.tx.unread_at_least(kRingBusyUnread));
 }
 
+/* A message to ep now answers one of ep's (a ping-pong: ep's eager
+ * message or RTS came through its ring since our last one to it) rather
+ * than following our own (a stream).  false for a peer reached through
+ * UCX.  Control messages (credits, FIN, CTS) either way do not count. */
+inline bool answers_peer(const Endpoint *ep) { return ep->shm && ep->node.tx.spoke(); }
+/* A data message (eager or RTS) to ep has left. */
+inline void data_sent(Endpoint *ep)
+{
+    if (ep->shm) ep->node.tx.quiet();
+}
+
 /* The handler of message `id` when it comes through a ring (the same
  * functions UCX calls for its active messages). */
 void transport_set_handler(unsigned id, ucp_am_recv_callback_t cb);

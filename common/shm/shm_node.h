@@ -80,6 +80,13 @@ public:
     void set_producer_id(uint32_t id) { producer_id_ = id; }
     /* During poll(): the producer id of the ring whose message fn has. */
     uint32_t polled_producer() const { return rx_[polled_].producer(); }
+    /* During poll(): the message fn has is data of its sender's (not a
+     * control message): our ring to that sender notes it
+     * (RingProducer::spoke: what we send next answers it). */
+    void polled_is_data()
+    {
+        if (RingProducer *t = tx_to_[polled_]) t->heard();
+    }
     void release();
     bool on() const { return on_; }
     /* what to publish (fd -1 when off) */

@@ -266,7 +266,7 @@ constexpr size_t kNonTemporalAlwaysMin = 8192;
  * pong 231-285 / 545, windows 167-172 / 224). */
 constexpr size_t kFarNonTemporalMin = 512;
 /* For a near peer they win streams from 4 KiB: messages that follow our
- * own rather than answer the peer's (RingProducer::answered; osu_bw's
+ * own rather than answer the peer's (RingProducer::spoke; osu_bw's
  * receiver, waiting in MPI_Waitall, keeps up, so it is rarely 4 messages
  * behind).  They lose where the reader waits for each message (at 8 KiB
  * still) and in osu_bibw at 2 KiB.  Fast mode, non-temporal / ordinary:
@@ -274,6 +274,11 @@ constexpr size_t kFarNonTemporalMin = 512;
  * 1.18-1.20 us, osu_bibw 2 KiB (streams of 2 KiB by the busy test) 7.6-7.7
  * / 11.9-12.5 GB/s. */
 constexpr size_t kNearNonTemporalMin = 4096;
+/* ... and from 32 KiB a waiting reader too (pml/rdrp sends ping-pongs of
+ * up to 64 KiB through the ring: pml_rdrp_request.h kRingAnswerBelow):
+ * osu_latency 16 KiB 2.20-2.27 us ordinary / 2.48-2.53 non-temporal, 32
+ * KiB 4.48-4.52 / 3.88-4.09 (fast mode). */
+constexpr size_t kNearNonTemporalAnswerMin = 32768;
 inline void copy_bytes_nt(char *dst, const void *src, size_t n)
 {
 #if defined(__x86_64__) && defined(__SSE2__)
@@ -404,8 +409,6 @@ public:
             head_seen_ = load_head();
             if (tail_ + skip + need - head_seen_ > size_) return nullptr;
         }
-        answered_ = spoke_;
-        spoke_ = false;
         if (skip) {
             EntryHeader *s = reinterpret_cast<EntryHeader *>(data_ + off);
             s->len = static_cast<uint32_t>(skip - sizeof(EntryHeader));
@@ -479,12 +482,14 @@ public:
 
     /* The consumer has probably taken everything (it just sent us a
      * message): the next push() looks whether it can rewind. */
-    void hint_drained() { hinted_ = spoke_ = true; }
-    /* The consumer had sent us a message (hint_drained) between our
-     * previous reservation and the last one (that succeeded): the message
-     * being written answers it (a ping-pong) rather than following ours
-     * (a stream). */
-    bool answered() const { return answered_; }
+    void hint_drained() { hinted_ = true; }
+    /* The consumer has sent us data (the owner said so: heard()) since
+     * the owner last sent its own (quiet()); control messages either way
+     * do not count.  A message written now answers the consumer's (a
+     * ping-pong) rather than following our own (a stream). */
+    bool spoke() const { return spoke_; }
+    void heard() { spoke_ = true; }
+    void quiet() { spoke_ = false; }
 
 private:
     /* The consumer's head, timed while a line sample is due (line_ns). */
@@ -505,8 +510,7 @@ private:
     char *data_ = nullptr;
     size_t size_ = 0;
     bool hinted_ = false;
-    bool spoke_ = false;     /* hint_drained since the last reservation */
-    bool answered_ = false;  /* spoke_ as the last reservation found it */
+    bool spoke_ = false;     /* heard() since the last quiet() */
     bool line_due_ = false;  /* a line sample is wanted (line_ns) */
     uint64_t tail_ = 0;       /* our next position (private to the producer) */
     uint64_t head_seen_ = 0;  /* the consumer's head when we last looked */

@@ -184,17 +184,19 @@ int main(int argc, char **argv)
     pvar_close(&passes);
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
-    mt_section("single copy from pml_rdrp_shm_cma_min while the peer keeps up");
+    mt_section("single copy from pml_rdrp_shm_cma_min, but the ring for a ping-pong's answers");
     /* pml_rdrp_shm_cma_min (-1, the default, is measured at start-up) is
      * a resolved size after MPI_Init; to a peer on the node a message one
-     * byte below it goes through the ring, one of that size by CMA when
-     * the peer has read what we sent (each message here waits for the
-     * receiver's answer), while both fit one ring message
-     * (pml_rdrp_shm_eager_limit).  A ping-pong of that size goes by CMA
-     * every time (the FIN of the last exchange still unread by the peer
-     * does not count as busy); a stream to a receiver that is away goes
-     * through the ring once a few messages are unread. */
+     * byte below it goes through the ring, one of that size by CMA when it
+     * follows our own message and the peer has read what we sent, while
+     * both fit one ring message (pml_rdrp_shm_eager_limit).  A message
+     * that answers one of the peer's (a ping-pong: the peer's message
+     * arrived since our last one) goes through the ring below 64 KiB
+     * (pml_rdrp_request.h kRingAnswerBelow); a stream to a
+     * receiver that is away goes through the ring once a few messages are
+     * unread. */
     {
+        enum { ANSWER_BELOW = 65536 };
         long long cma_min = -2, shm_eager = 0;
         pvar_t eager;
         pvar_open(&eager, "pml_rdrp_eager_sent");
@@ -213,27 +215,37 @@ int main(int argc, char **argv)
         if (expect == 1 && cma_min > 1 && cma_min <= shm_eager && mt_size >= 2 && mt_rank < 2) {
             enum { PINGS = 20, STREAM = 32 };
             const size_t n = (size_t)cma_min;
-            char *b = mt_malloc(n * STREAM);
+            const size_t big = ANSWER_BELOW > n ? ANSWER_BELOW : n;  /* an answer too large for the ring rule */
+            char *b = mt_malloc((n > big ? n : big) * STREAM);
             MPI_Status st;
-            /* one message below the size, one of it; each answered */
-            for (int k = 0; k < 2; k++) {
-                size_t len = n - 1 + (size_t)k;
+            /* rank 0 sends each after the peer's 0-byte message (an answer);
+             * the last two follow one another (the second follows our own) */
+            const struct {
+                size_t len;
+                int eager;
+            } msgs[] = {{n - 1, 1}, {n, n < ANSWER_BELOW}, {big, big < ANSWER_BELOW}, {n, n < ANSWER_BELOW}, {n, 0}};
+            for (int k = 0; k < 5; k++) {
+                size_t len = msgs[k].len;
+                int follows = k == 4;
+                if (big > (size_t)shm_eager && len == big) continue;
                 if (mt_rank == 0) {
+                    if (!follows) CHECK_MPI(MPI_Recv(NULL, 0, MPI_BYTE, 1, 90 + k, MPI_COMM_WORLD, &st));
                     unsigned long e0 = pvar_read(&eager), c0 = pvar_read(&cma);
                     mt_fill(b, len, 0, 80 + k, 0);
                     CHECK_MPI(MPI_Send(b, (int)len, MPI_BYTE, 1, 80 + k, MPI_COMM_WORLD));
                     unsigned long de = pvar_read(&eager) - e0, dc = pvar_read(&cma) - c0;
-                    CHECK(k == 0 ? (de == 1 && dc == 0) : (de == 0 && dc == 1),
-                          "%zu bytes (single copy from %lld): %lu eager, %lu CMA rendezvous", len, cma_min, de, dc);
-                    CHECK_MPI(MPI_Recv(NULL, 0, MPI_BYTE, 1, 90 + k, MPI_COMM_WORLD, &st));
+                    CHECK(msgs[k].eager ? (de == 1 && dc == 0) : (de == 0 && dc == 1),
+                          "%zu bytes (single copy from %lld, %s): %lu eager, %lu CMA rendezvous", len, cma_min,
+                          follows ? "following our own" : "answering", de, dc);
                 } else {
+                    if (!follows) CHECK_MPI(MPI_Send(NULL, 0, MPI_BYTE, 0, 90 + k, MPI_COMM_WORLD));
                     CHECK_MPI(MPI_Recv(b, (int)len, MPI_BYTE, 0, 80 + k, MPI_COMM_WORLD, &st));
                     CHECK_STATUS(&st, 0, 80 + k, (long long)len, "%zu bytes", len);
                     CHECK_BUF(b, len, 0, 80 + k, 0, "%zu bytes", len);
-                    CHECK_MPI(MPI_Send(NULL, 0, MPI_BYTE, 0, 90 + k, MPI_COMM_WORLD));
                 }
             }
-            /* a ping-pong: both directions by single copy */
+            /* a ping-pong: every message answers, so both directions
+             * through the ring below 64 KiB, by single copy from there */
             unsigned long e0 = pvar_read(&eager), c0 = pvar_read(&cma);
             for (int i = 0; i < PINGS; i++) {
                 int me = mt_rank, other = 1 - mt_rank;
@@ -249,14 +261,19 @@ int main(int argc, char **argv)
                 }
             }
             unsigned long de = pvar_read(&eager) - e0, dc = pvar_read(&cma) - c0;
-            /* rank 0's sends (its value is the one broadcast): when we send,
-             * the peer has answered our last message; all it may not have
-             * read is the FIN of our last receive, one message, and the
-             * peer counts as busy from four (kRingBusyUnread) */
-            if (mt_rank == 0)
-                CHECK(dc == PINGS && de == 0,
-                      "ping-pong of %zu bytes: %lu of %d sends by CMA, %lu eager (single copy while the peer keeps up)",
-                      n, dc, PINGS, de);
+            /* rank 0's sends (its value is the one broadcast); its first
+             * answers whatever rank 1 sent last (above: nothing since our
+             * own, so it follows ours) */
+            if (mt_rank == 0) {
+                if (n < ANSWER_BELOW)
+                    CHECK(de >= PINGS - 1 && de + dc == PINGS,
+                          "ping-pong of %zu bytes: %lu of %d sends eager, %lu by CMA (answers go through the ring)",
+                          n, de, PINGS, dc);
+                else
+                    CHECK(dc == PINGS && de == 0,
+                          "ping-pong of %zu bytes: %lu of %d sends by CMA, %lu eager (single copy from 64 KiB)", n,
+                          dc, PINGS, de);
+            }
             /* a stream to a receiver away outside MPI: the ring takes it
              * below 16 KiB (kRingStreamBelow; from there single copy wins
              * streams too).  Ranks 0 and 1 only: meet by a 0-byte exchange. */
@@ -273,6 +290,7 @@ int main(int argc, char **argv)
                 CHECK_MPI(MPI_Waitall(STREAM, rq, MPI_STATUSES_IGNORE));
                 de = pvar_read(&eager) - e0;
                 dc = pvar_read(&cma) - c0;
+                /* (the first answers the 0-byte exchange) */
                 CHECK((n >= 16384 || de >= 4) && de + dc == STREAM,
                       "a stream of %d x %zu bytes to a receiver away: %lu eager through the ring, %lu by CMA "
                       "(a busy peer should get the ring)", STREAM, n, de, dc);

@@ -7,7 +7,9 @@
  * sends its stderr (where the verbose output goes) to a file of its own
  * before MPI_Init, then:
  *  - pml/rdrp: rank 0 sends messages of sizes around every threshold to
- *    rank 1 (receive pre-posted, so eager messages have credit); for each,
+ *    rank 1, each after rank 1's 0-byte message saying the receive is
+ *    posted (so eager messages have credit, and each answers one of rank
+ *    1's: the table is a ping-pong's, pml_rdrp_request.h eager_past_cma); for each,
  *    the MPI_T counters say which protocol and data path it really took,
  *    and the row of rank 0's table to rank 1 that covers the size must say
  *    the same.  The table appears exactly once per peer although many
@@ -136,14 +138,14 @@ int main(int argc, char **argv)
         if (mt_rank == 1) {
             MPI_Request rq;
             CHECK_MPI(MPI_Irecv(buf, (int)n, MPI_BYTE, 0, i, MPI_COMM_WORLD, &rq));
-            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            CHECK_MPI(MPI_Send(NULL, 0, MPI_BYTE, 0, 1000 + i, MPI_COMM_WORLD));  /* posted */
             CHECK_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
             CHECK_BUF(buf, n, 0, i, 0, "size %zu", n);
         } else if (mt_rank == 0) {
             unsigned long before[6], after[6];
             int k;
             mt_fill(buf, n, 0, i, 0);
-            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            CHECK_MPI(MPI_Recv(NULL, 0, MPI_BYTE, 1, 1000 + i, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
             for (k = 0; k < 6; k++) before[k] = pvar_read(pv[k]);
             CHECK_MPI(MPI_Send(buf, (int)n, MPI_BYTE, 1, i, MPI_COMM_WORLD));
             for (k = 0; k < 6; k++) after[k] = pvar_read(pv[k]);
@@ -153,8 +155,6 @@ int main(int argc, char **argv)
             else if (after[2] > before[2]) snprintf(got[i], sizeof got[i], "rdrp rma");
             else if (after[5] > before[5]) snprintf(got[i], sizeof got[i], "rdrp cma");
             else if (after[1] > before[1]) snprintf(got[i], sizeof got[i], "rdrp am");
-        } else {
-            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
         }
     }
 

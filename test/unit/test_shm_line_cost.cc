@@ -1,7 +1,7 @@
 // The ring's measure of how far its consumer's cache is (common/shm
 // shm_line_cost.h, RingProducer::line_ns) and of whether a message
-// answers the consumer (RingProducer::answered): what pml/rdrp's choice of
-// store kind rests on.
+// answers the consumer (RingProducer::spoke): what pml/rdrp's choices of
+// store kind and of ring or single copy rest on.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -162,30 +162,33 @@ TEST(ShmLineCost, ProducerMeasuresAConsumerInAnotherProcess)
     segment_release(&seg);
 }
 
-// answered(): whether the consumer sent us something (hint_drained)
-// between our previous reservation and the last one, so the message
-// being written answers it (ping-pong) rather than following our own
-// (stream).
-TEST(ShmRing, AnsweredSaysWhetherTheConsumerSpokeSinceOurLastMessage)
+// spoke(): whether the consumer sent us data (the owner's heard()) since
+// the owner last said quiet() (pml/rdrp: when it sent its own data), so a
+// message written now answers it (ping-pong) rather than following our
+// own (stream).  Pushes (control messages) and rewind hints leave it.
+TEST(ShmRing, SpokeSaysWhetherTheConsumerSpokeSinceWeLastSentData)
 {
     LocalRing r(1 << 14);
     char pay[16] = {};
-    ASSERT_TRUE(r.prod.push(1, nullptr, 0, pay, sizeof(pay)));
-    EXPECT_FALSE(r.prod.answered());
+    EXPECT_FALSE(r.prod.spoke());
     r.prod.hint_drained();
-    EXPECT_FALSE(r.prod.answered());  // said of the last reservation
-    ASSERT_TRUE(r.prod.push(1, nullptr, 0, pay, sizeof(pay)));
-    EXPECT_TRUE(r.prod.answered());
-    ASSERT_TRUE(r.prod.push(1, nullptr, 0, pay, sizeof(pay)));
-    EXPECT_FALSE(r.prod.answered());
+    EXPECT_FALSE(r.prod.spoke());
+    r.prod.heard();
+    EXPECT_TRUE(r.prod.spoke());
+    ASSERT_TRUE(r.prod.push(1, nullptr, 0, pay, sizeof(pay)));  // a control message
+    EXPECT_TRUE(r.prod.spoke());
+    r.prod.quiet();
+    EXPECT_FALSE(r.prod.spoke());
     std::mt19937 rng(3);
+    bool model = false;
     for (int i = 0; i < 10000; ++i) {
-        bool spoke = rng() % 2;
-        if (spoke) r.prod.hint_drained();
-        if (!r.prod.push(1, nullptr, 0, pay, sizeof(pay))) {  // a failed reservation keeps the news
-            r.read_all();
-            ASSERT_TRUE(r.prod.push(1, nullptr, 0, pay, sizeof(pay)));
+        switch (rng() % 4) {
+        case 0: r.prod.heard(); model = true; break;
+        case 1: r.prod.hint_drained(); break;
+        case 2: r.prod.quiet(); model = false; break;
+        default:
+            if (!r.prod.push(1, nullptr, 0, pay, sizeof(pay))) r.read_all();
         }
-        ASSERT_EQ(r.prod.answered(), spoke) << i;
+        ASSERT_EQ(r.prod.spoke(), model) << i;
     }
 }
