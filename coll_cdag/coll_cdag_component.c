@@ -85,7 +85,7 @@ static char *algo_values[CDAG_NCOLL];
 static char *progress_value = NULL;
 static unsigned long long seg_size = 0, eager_size = 8192, eager_limit = 65536, ring_limit = 131072,
     direct_limit = 16384;
-static int ring_on = 1, cma_on = 1, cma_min = -1;
+static int ring_on = 1, cma_on = 1, cma_min = -1, far_line_ns = 90;
 static mca_base_var_enum_t *progress_enum = NULL;
 static char *throttle_value = NULL;
 static int throttle_rank_limit, throttle_node_tokens, throttle_concurrency, throttle_recover, throttle_cache;
@@ -117,6 +117,7 @@ static rdrp_param_rule_t param_rules[N_FIXED_RULES + CDAG_NCOLL] = {
     C_ULL("ring_limit", ring_limit, 4ULL << 20),
     C_INT("cma", cma_on, 0, 1),
     C_INT("cma_min", cma_min, -1, 16 << 20),
+    C_INT("far_line_ns", far_line_ns, 0, 1000000),
     C_ULL("direct_limit", direct_limit, 65536),
     C_WORD("throttle", throttle_value, "off|rank|node"),
     C_INT("throttle_rank_limit", throttle_rank_limit, 0, 1 << 20),
@@ -231,9 +232,16 @@ static int cdag_register(void)
         "schedule messages from this many bytes to a peer on this node go by single copy although they fit "
         "its ring (coll_cdag_ring_limit): a ring message costs two copies that each cross between cores, a "
         "single copy one kernel copy and an answer; -1 = chosen at start-up from the measured cost of a 4 KiB "
-        "CMA copy (8192 when it costs at most 2.5 us, else 0), and 0 with mpi_yield_when_idle (more ranks than "
+        "CMA copy (65536 when it costs at most 2.5 us, else 0), and 0 with mpi_yield_when_idle (more ranks than "
         "cores: a single-copy sender waits until its receiver gets a core, a ring sender does not); "
         "0 = only above coll_cdag_ring_limit", OPAL_INFO_LVL_5, &cma_min);
+    /* as pml_rdrp_shm_far_line_ns (common/shm shm_line_cost.h) */
+    far_line_ns = 90;
+    reg_int("far_line_ns", "A peer on this node whose cache lines take at least this many nanoseconds to reach "
+        "this core (measured by its ring while the job runs) is far: schedule messages of 512 bytes and more "
+        "to it are written into its ring with non-temporal stores, which do not wait for the lines to come back "
+        "from the peer's cache; to a near peer from 32 KiB; 0 = never measured (from 8 KiB)",
+        OPAL_INFO_LVL_5, &far_line_ns);
     /* 16 KiB: the executor's per-call cost showed at 2-8 KiB (issue 14,
      * np 2 over pml/rdrp: bcast, gather, scatter, reduce 1.2-1.5x tuned
      * with 1 KiB, 0.9-1.1x with 8-16 KiB).  A message the rings cannot
@@ -511,6 +519,7 @@ static int cdag_open(void)
     cfg.ring_limit = (uint64_t)ring_limit;
     cfg.cma = cma_on;
     cfg.cma_min = cma_min;
+    cfg.far_line_ns = far_line_ns;
     cfg.oversubscribed = yield_when_idle();
     cfg.direct_limit = (uint64_t)direct_limit;
     cfg.jobid = OMPI_PROC_MY_NAME->jobid;

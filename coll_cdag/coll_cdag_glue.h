@@ -57,6 +57,8 @@ typedef struct cdag_glue_config {
     int      cma;             /* 1: larger messages to a ring peer by single copy (process_vm_readv), if permitted */
     int      cma_min;         /* ... and from this size even within ring_limit (-1: measured at start-up,
                                * common/shm/shm_cma_cost.h, or 0 when oversubscribed; 0: only above ring_limit) */
+    int      far_line_ns;     /* a ring peer whose lines take this long (ns, measured) is far: its ring
+                               * messages by non-temporal stores (common/shm non_temporal_for; 0: never) */
     int      oversubscribed;  /* more ranks than cores here (mpi_yield_when_idle): ranks take turns on a core */
     uint32_t jobid;           /* a ring only to peers of this job */
     uint64_t direct_limit;    /* blocking calls whose messages all go by rings and are at most this

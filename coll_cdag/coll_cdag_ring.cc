@@ -137,7 +137,7 @@ bool ring_setup(std::string *err)
     G.cma_min = !G.cfg.cma              ? 0
                 : G.cfg.cma_min >= 0    ? static_cast<uint64_t>(G.cfg.cma_min)
                 : G.cfg.oversubscribed  ? 0
-                                        : rdrp::shm::single_copy_min_for(ns);
+                                        : rdrp::shm::single_copy_min_for(ns, rdrp::shm::kCheapCmaMinMeasuredRing);
     return true;
 }
 
@@ -186,7 +186,13 @@ bool ring_push_now(RingPeer *rp, const AmHdr &h, const void *buf, uint64_t len)
      * instructions per call) */
     char *body = rp->np.tx.reserve(sizeof(h), len);
     if (!body) return false;
-    rdrp::shm::RingProducer::fill(body, sizeof(h), buf, len, [&h](char *at) { std::memcpy(at, &h, sizeof(h)); });
+    /* the store kind by the measured distance of the peer's cache; a
+     * schedule message is a step some vertex of the peer's waits for (an
+     * answer, in the ring's terms) */
+    const bool nt = rdrp::shm::non_temporal_for(rp->np.tx, len, static_cast<uint32_t>(G.cfg.far_line_ns), true,
+                                                [] { return false; });
+    rdrp::shm::RingProducer::fill(
+        body, sizeof(h), buf, len, [&h](char *at) { std::memcpy(at, &h, sizeof(h)); }, nt);
     rp->np.tx.commit(kRingMsg, sizeof(h), len);
     ++cdag_glue_stats.msgs_sent;
     cdag_glue_stats.bytes_sent += len;

@@ -345,6 +345,8 @@ static inline int rounds_per_full_progress()
 
 /* The send path's size rules (pml_rdrp_send.cc uses them; the protocol
  * table of pml_rdrp_explain.cc asks them too, so it cannot drift). */
+/* The send path's size rules (pml_rdrp_send.cc uses them; the protocol
+ * table of pml_rdrp_explain.cc asks them too, so it cannot drift). */
 /* How far ring peer ep's cache is, as its ring has measured it
  * (RingProducer::line_ns, common/shm shm_line_cost.h) against
  * pml_rdrp_shm_far_line_ns; kLinesUnknown until measured, for a peer

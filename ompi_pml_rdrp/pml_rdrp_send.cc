@@ -410,26 +410,16 @@ static void ring_send_copy(Endpoint *ep, ompi_communicator_t *comm, int tag, uin
 }
 
 /* Write a ring message of len payload bytes to ep with non-temporal
- * stores?  By what its lines cost (shm_ring.h, kFarNonTemporalMin, says
- * what was measured): to a far peer from kFarNonTemporalMin bytes; to a
- * near one from kNearNonTemporalMin in a stream (a message that does not
- * answer one of the peer's, or a peer behind) and from
- * kNearNonTemporalAnswerMin in any case; while not measured (or never:
- * pml_rdrp_shm_far_line_ns 0) in a stream from kStreamNonTemporalMin,
- * and from kNonTemporalAlwaysMin to any peer. */
+ * stores?  The ring's rule (shm::non_temporal_for) with what the pml
+ * knows: whether the message answers one of the peer's, whether the peer
+ * is behind. */
 static inline bool ring_non_temporal(Endpoint *ep, size_t len)
 {
-    if (len < shm::kFarNonTemporalMin) return false;
-    switch (line_distance(ep)) {
-    case kLinesFar:
-        ++stats.shm_far_nt;
-        return true;
-    case kLinesNear:
-        return len >= shm::kNearNonTemporalAnswerMin ||
-               (len >= shm::kNearNonTemporalMin && (!answers_peer(ep) || peer_ring_busy(ep)));
-    default:
-        return len >= shm::kNonTemporalAlwaysMin || (len >= shm::kStreamNonTemporalMin && peer_ring_busy(ep));
-    }
+    bool far = false;
+    const bool nt = shm::non_temporal_for(ep->node.tx, len, static_cast<uint32_t>(mca_pml_rdrp_params.shm_far_line_ns),
+                                          answers_peer(ep), [ep] { return peer_ring_busy(ep); }, &far);
+    if (far) ++stats.shm_far_nt;
+    return nt;
 }
 
 /* Put an eager message into ring peer ep's ring now, built in place in

@@ -55,6 +55,18 @@ constexpr size_t kCheapCmaMin = 8192;
  * the Intel guest, where the ordinary ring lost to the single copy from
  * 8 KiB (above). */
 constexpr size_t kCheapCmaMinNonTemporalRing = 16384;
+/* ... for latency-bound messages through a ring whose store kind follows
+ * the measured distance of the consumer's cache (non_temporal_for in
+ * shm_ring.h): coll/cdag's schedule steps (pml/rdrp's ping-pong answers
+ * follow the same bound, pml_rdrp_request.h kRingAnswerBelow).  OSU over
+ * pml/rdrp on the EPYC guest, fast mode, coll/cdag single copy from 8 KiB
+ * / from 64 KiB (coll/tuned): bcast 8 KiB 2.50-2.61 / 0.76-0.81 (0.81-0.85)
+ * us, 16 KiB 3.14-3.28 / 1.90-1.91 (1.78-1.84), 32 KiB 4.40-4.65 /
+ * 2.83-2.87 (2.75-2.86); reduce 16 KiB 3.32-3.35 / 1.84-1.93; allreduce
+ * 16 KiB 3.57-3.58 / 2.76-2.77 (3.08-3.12), 32 KiB 5.06-5.11 / 5.69-5.81
+ * (5.76-5.78), the one cell where the ring lost (both directions at once);
+ * 64 KiB alike. */
+constexpr size_t kCheapCmaMinMeasuredRing = 65536;
 inline size_t single_copy_min_for(double cost_4k_ns, size_t cheap_min = kCheapCmaMin)
 {
     return cost_4k_ns >= 0 && cost_4k_ns <= kCheapCmaNs ? cheap_min : 0;
