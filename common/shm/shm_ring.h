@@ -522,29 +522,35 @@ private:
     LineCost line_cost_;
 };
 
-/* Write a ring message of len payload bytes to tx's consumer with
- * non-temporal stores?  By what its lines cost (kFarNonTemporalMin and
- * the constants after it say what was measured), as tx measures it
- * against far_ns (0: never measured): to a far consumer from
- * kFarNonTemporalMin bytes (*far set); to a near one from
- * kNearNonTemporalAnswerMin, and from kNearNonTemporalMin for a message
- * that does not answer one of the consumer's or a consumer that is behind
- * (busy(), asked only then); while not measured from
+/* Write a ring message of len payload bytes with non-temporal stores, to
+ * a consumer whose lines cost ns (RingProducer::line_ns; 0: not measured)
+ * against far_ns (0: never measured)?  By what the lines cost
+ * (kFarNonTemporalMin and the constants after it say what was measured):
+ * to a far consumer from kFarNonTemporalMin bytes (*far set); to a near
+ * one from kNearNonTemporalAnswerMin, and from kNearNonTemporalMin for a
+ * message that does not answer one of the consumer's or a consumer that
+ * is behind (busy(), asked only then); while not measured from
  * kNonTemporalAlwaysMin, and from kStreamNonTemporalMin to a consumer
- * behind.  Only messages of kFarNonTemporalMin bytes or more are sampled
- * (tx.line_ns()). */
+ * behind. */
 template <class Busy>
-inline bool non_temporal_for(RingProducer &tx, size_t len, uint32_t far_ns, bool answers, Busy &&busy,
-                             bool *far = nullptr)
+inline bool non_temporal_by(size_t len, uint32_t ns, uint32_t far_ns, bool answers, Busy &&busy, bool *far = nullptr)
 {
     if (len < kFarNonTemporalMin) return false;
-    const uint32_t ns = far_ns ? tx.line_ns() : 0;
-    if (ns == 0) return len >= kNonTemporalAlwaysMin || (len >= kStreamNonTemporalMin && busy());
+    if (far_ns == 0 || ns == 0) return len >= kNonTemporalAlwaysMin || (len >= kStreamNonTemporalMin && busy());
     if (ns >= far_ns) {
         if (far) *far = true;
         return true;
     }
     return len >= kNearNonTemporalAnswerMin || (len >= kNearNonTemporalMin && (!answers || busy()));
+}
+/* ... as tx measures its consumer (only messages of kFarNonTemporalMin
+ * bytes or more are sampled). */
+template <class Busy>
+inline bool non_temporal_for(RingProducer &tx, size_t len, uint32_t far_ns, bool answers, Busy &&busy,
+                             bool *far = nullptr)
+{
+    if (len < kFarNonTemporalMin) return false;
+    return non_temporal_by(len, far_ns ? tx.line_ns() : 0, far_ns, answers, busy, far);
 }
 
 /* The consumer's view of a ring. */

@@ -192,3 +192,31 @@ TEST(ShmRing, SpokeSaysWhetherTheConsumerSpokeSinceWeLastSentData)
         ASSERT_EQ(r.prod.spoke(), model) << i;
     }
 }
+
+// The store-kind rule (non_temporal_by), against its table: far from 512
+// bytes; near from 32 KiB, or from 4 KiB for a message that does not
+// answer or a consumer behind; unmeasured from 8 KiB, or from 2 KiB to a
+// consumer behind.  Every case, and busy() asked only where it decides.
+TEST(ShmLineCost, StoreKindFollowsTheMeasuredDistance)
+{
+    const uint32_t far_ns = 90;
+    for (size_t len : {size_t(0), size_t(511), size_t(512), size_t(1024), size_t(2047), size_t(2048), size_t(4095),
+                       size_t(4096), size_t(8191), size_t(8192), size_t(32767), size_t(32768), size_t(65536)})
+        for (uint32_t ns : {0u, 1u, 45u, 89u, 90u, 150u})
+            for (uint32_t fns : {0u, far_ns})
+                for (bool answers : {false, true})
+                    for (bool behind : {false, true}) {
+                        int asked = 0;
+                        bool far = false;
+                        bool got = non_temporal_by(len, ns, fns, answers, [&] { ++asked; return behind; }, &far);
+                        bool want;
+                        bool want_far = false;
+                        if (len < 512) want = false;
+                        else if (fns == 0 || ns == 0) want = len >= 8192 || (len >= 2048 && behind);
+                        else if (ns >= fns) want = want_far = true;
+                        else want = len >= 32768 || (len >= 4096 && (!answers || behind));
+                        ASSERT_EQ(got, want) << len << " " << ns << " " << fns << " " << answers << " " << behind;
+                        ASSERT_EQ(far, want_far);
+                        ASSERT_LE(asked, 1);
+                    }
+}
