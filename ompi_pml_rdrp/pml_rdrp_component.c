@@ -267,7 +267,7 @@ static int rdrp_register(void)
                      "A peer on this node whose cache lines take at least this many nanoseconds to reach this "
                      "core is far: eager ring messages of 512 bytes and more to it are written with non-temporal "
                      "stores, which do not wait for the lines to come back from the peer's cache; to a near peer "
-                     "only streams of 4 KiB and more.  The time is measured while the job runs (every 64th "
+                     "only streams of 4 KiB and more and a ping-pong's messages of 32 KiB and more.  The time is measured while the job runs (every 64th "
                      "ring send of 512 bytes or more times loads of a line the peer wrote; the median of the "
                      "last 8): the placement of two processes (one core complex or two; a hypervisor that moves "
                      "them) can change.  On a 2-vCPU EPYC guest 40-60 ns in one host placement, 120-180 in the "

@@ -345,22 +345,6 @@ static inline int rounds_per_full_progress()
 
 /* The send path's size rules (pml_rdrp_send.cc uses them; the protocol
  * table of pml_rdrp_explain.cc asks them too, so it cannot drift). */
-/* The send path's size rules (pml_rdrp_send.cc uses them; the protocol
- * table of pml_rdrp_explain.cc asks them too, so it cannot drift). */
-/* How far ring peer ep's cache is, as its ring has measured it
- * (RingProducer::line_ns, common/shm shm_line_cost.h) against
- * pml_rdrp_shm_far_line_ns; kLinesUnknown until measured, for a peer
- * reached through UCX, or with the parameter 0. */
-enum LineDistance { kLinesUnknown, kLinesNear, kLinesFar };
-static inline LineDistance line_distance(Endpoint *ep)
-{
-    const uint32_t far_ns = static_cast<uint32_t>(mca_pml_rdrp_params.shm_far_line_ns);
-    const uint32_t ns = far_ns && ep->shm ? ep->node.tx.line_ns() : 0;
-    return ns == 0 ? kLinesUnknown : ns < far_ns ? kLinesNear : kLinesFar;
-}
-
-/* The send path's size rules (pml_rdrp_send.cc uses them; the protocol
- * table of pml_rdrp_explain.cc asks them too, so it cannot drift). */
 static inline size_t eager_limit_of(const Endpoint *ep) { return ep->eager_limit; }
 /* Eager (one message) when it has a credit, else rendezvous.  To a CMA
  * peer from ep->cma_from on single copy (a rendezvous) wins in general;
