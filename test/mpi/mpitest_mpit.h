@@ -8,66 +8,63 @@
 #define MPITEST_MPIT_H
 #include "mpitest.h"
 
-static inline int cvar_int(const char *name, long long *out)
+/* The index and datatype of the control variable called name; 0 if
+ * there is none. */
+static inline int cvar_find(const char *name, int *index, MPI_Datatype *dt)
 {
     int n, i;
     MPI_T_cvar_get_num(&n);
     for (i = 0; i < n; i++) {
         char nm[256], desc[1024];
-        int nl = sizeof nm, dl = sizeof desc, verb, bind, scope, cnt;
-        MPI_Datatype dt;
+        int nl = sizeof nm, dl = sizeof desc, verb, bind, scope;
         MPI_T_enum en;
-        MPI_T_cvar_handle h;
-        if (MPI_T_cvar_get_info(i, nm, &nl, &verb, &dt, &en, desc, &dl, &bind, &scope) !=
-                MPI_SUCCESS ||
-            strcmp(nm, name) != 0)
-            continue;
-        if (MPI_T_cvar_handle_alloc(i, NULL, &h, &cnt) != MPI_SUCCESS)
-            return 0;
-        if (dt == MPI_INT) {
-            int v;
-            MPI_T_cvar_read(h, &v);
-            *out = v;
-        } else if (dt == MPI_UNSIGNED_LONG_LONG || dt == MPI_LONG_LONG) {
-            unsigned long long v;
-            MPI_T_cvar_read(h, &v);
-            *out = (long long)v;
-        } else if (dt == MPI_UNSIGNED_LONG || dt == MPI_LONG) {
-            unsigned long v;
-            MPI_T_cvar_read(h, &v);
-            *out = (long long)v;
-        } else {
-            MPI_T_cvar_handle_free(&h);
-            return 0;
+        if (MPI_T_cvar_get_info(i, nm, &nl, &verb, dt, &en, desc, &dl, &bind, &scope) == MPI_SUCCESS &&
+            strcmp(nm, name) == 0) {
+            *index = i;
+            return 1;
         }
-        MPI_T_cvar_handle_free(&h);
-        return 1;
     }
     return 0;
+}
+
+static inline int cvar_int(const char *name, long long *out)
+{
+    int i, cnt;
+    MPI_Datatype dt;
+    MPI_T_cvar_handle h;
+    if (!cvar_find(name, &i, &dt) || MPI_T_cvar_handle_alloc(i, NULL, &h, &cnt) != MPI_SUCCESS) return 0;
+    if (dt == MPI_INT) {
+        int v;
+        MPI_T_cvar_read(h, &v);
+        *out = v;
+    } else if (dt == MPI_UNSIGNED_LONG_LONG || dt == MPI_LONG_LONG) {
+        unsigned long long v;
+        MPI_T_cvar_read(h, &v);
+        *out = (long long)v;
+    } else if (dt == MPI_UNSIGNED_LONG || dt == MPI_LONG) {
+        unsigned long v;
+        MPI_T_cvar_read(h, &v);
+        *out = (long long)v;
+    } else {
+        MPI_T_cvar_handle_free(&h);
+        return 0;
+    }
+    MPI_T_cvar_handle_free(&h);
+    return 1;
 }
 
 /* Write an int control variable: 1 if it exists and took the value, 0 if
  * there is none of that name, -1 if the write was refused. */
 static inline int cvar_write_int(const char *name, int value)
 {
-    int n, i;
-    MPI_T_cvar_get_num(&n);
-    for (i = 0; i < n; i++) {
-        char nm[256], desc[1024];
-        int nl = sizeof nm, dl = sizeof desc, verb, bind, scope, cnt, rc;
-        MPI_Datatype dt;
-        MPI_T_enum en;
-        MPI_T_cvar_handle h;
-        if (MPI_T_cvar_get_info(i, nm, &nl, &verb, &dt, &en, desc, &dl, &bind, &scope) !=
-                MPI_SUCCESS ||
-            strcmp(nm, name) != 0)
-            continue;
-        if (dt != MPI_INT || MPI_T_cvar_handle_alloc(i, NULL, &h, &cnt) != MPI_SUCCESS) return -1;
-        rc = MPI_T_cvar_write(h, &value);
-        MPI_T_cvar_handle_free(&h);
-        return rc == MPI_SUCCESS ? 1 : -1;
-    }
-    return 0;
+    int i, cnt, rc;
+    MPI_Datatype dt;
+    MPI_T_cvar_handle h;
+    if (!cvar_find(name, &i, &dt)) return 0;
+    if (dt != MPI_INT || MPI_T_cvar_handle_alloc(i, NULL, &h, &cnt) != MPI_SUCCESS) return -1;
+    rc = MPI_T_cvar_write(h, &value);
+    MPI_T_cvar_handle_free(&h);
+    return rc == MPI_SUCCESS ? 1 : -1;
 }
 
 typedef struct {
