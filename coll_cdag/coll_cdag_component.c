@@ -232,7 +232,7 @@ static int cdag_register(void)
         "schedule messages from this many bytes to a peer on this node go by single copy although they fit "
         "its ring (coll_cdag_ring_limit): a ring message costs two copies that each cross between cores, a "
         "single copy one kernel copy and an answer; -1 = chosen at start-up from the measured cost of a 4 KiB "
-        "CMA copy (65536 when it costs at most 2.5 us, else 0), and 0 with mpi_yield_when_idle (more ranks than "
+        "CMA copy (32768 when it costs at most 2.5 us, else 0), and 0 with mpi_yield_when_idle (more ranks than "
         "cores: a single-copy sender waits until its receiver gets a core, a ring sender does not); "
         "0 = only above coll_cdag_ring_limit", OPAL_INFO_LVL_5, &cma_min);
     /* as pml_rdrp_shm_far_line_ns (common/shm shm_line_cost.h) */

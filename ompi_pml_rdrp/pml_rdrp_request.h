@@ -372,10 +372,14 @@ static inline size_t eager_limit_of(const Endpoint *ep) { return ep->eager_limit
  * 16 KiB 3.09-3.16 / 2.20-2.27 us (pml ucx 2.13-2.27), 32 KiB 4.21-4.30 /
  * 3.88-4.09 (ucx 3.94-4.13), 64 KiB 6.33-6.78 / 6.34-6.80; slow mode 16 KiB
  * 3.48-3.87 / 2.44-2.53, 32 KiB 4.66-5.11 / 3.96-4.09, 64 KiB 6.7-7.3 /
- * 6.8-7.0.  Either way the receiver matches it in order (eager and RTS
- * share the sequence). */
+ * 6.8-7.0.  But an exchange (MPI_Sendrecv: both sides answer at once,
+ * both rings full of lines in flight) loses from 32 KiB: us per exchange,
+ * single copy / ring, 16 KiB 3.06-4.37 / 2.42-3.53, 32 KiB 3.98-5.29 /
+ * 4.05-6.62, 48 KiB 4.97-7.56 / 5.46-7.86 (both modes); so the ring takes
+ * answers below 32 KiB.  Either way the receiver matches it in order
+ * (eager and RTS share the sequence). */
 constexpr size_t kRingStreamBelow = 16384;
-constexpr size_t kRingAnswerBelow = 65536;
+constexpr size_t kRingAnswerBelow = 32768;
 static inline bool eager_past_cma(size_t len, bool answers, bool busy)
 {
     return answers ? len < kRingAnswerBelow : busy && len < kRingStreamBelow;

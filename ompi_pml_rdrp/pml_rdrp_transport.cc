@@ -231,7 +231,7 @@ Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
     if (ep->shm && ep->path == RDRP_PATH_CMA && p.shm_cma_min > 0 &&
         static_cast<size_t>(p.shm_cma_min) <= ep->eager_limit) {
         ep->cma_from = static_cast<size_t>(p.shm_cma_min);
-        eager_from = "pml_rdrp_shm_eager_limit; from pml_rdrp_shm_cma_min by single copy but for a ping-pong's messages below 64 KiB and a stream's below 16 KiB";
+        eager_from = "pml_rdrp_shm_eager_limit; from pml_rdrp_shm_cma_min by single copy but for a ping-pong's messages below 32 KiB and a stream's below 16 KiB";
     }
     if (!ep->shm && ep->remote && ep->path == RDRP_PATH_AM && p.am_eager_limit > ep->eager_limit) {
         ep->eager_limit = p.am_eager_limit;

@@ -60,13 +60,15 @@ constexpr size_t kCheapCmaMinNonTemporalRing = 16384;
  * shm_ring.h): coll/cdag's schedule steps (pml/rdrp's ping-pong answers
  * follow the same bound, pml_rdrp_request.h kRingAnswerBelow).  OSU over
  * pml/rdrp on the EPYC guest, fast mode, coll/cdag single copy from 8 KiB
- * / from 64 KiB (coll/tuned): bcast 8 KiB 2.50-2.61 / 0.76-0.81 (0.81-0.85)
+ * / from 64 KiB (coll/tuned; with pml/rdrp's answers through its ring
+ * below 64 KiB then): bcast 8 KiB 2.50-2.61 / 0.76-0.81 (0.81-0.85)
  * us, 16 KiB 3.14-3.28 / 1.90-1.91 (1.78-1.84), 32 KiB 4.40-4.65 /
  * 2.83-2.87 (2.75-2.86); reduce 16 KiB 3.32-3.35 / 1.84-1.93; allreduce
  * 16 KiB 3.57-3.58 / 2.76-2.77 (3.08-3.12), 32 KiB 5.06-5.11 / 5.69-5.81
- * (5.76-5.78), the one cell where the ring lost (both directions at once);
- * 64 KiB alike. */
-constexpr size_t kCheapCmaMinMeasuredRing = 65536;
+ * (5.76-5.78), where the ring lost: both directions at once, as in
+ * pml/rdrp's exchanges from 32 KiB (pml_rdrp_request.h kRingAnswerBelow),
+ * so the ring stops below 32 KiB here too; 64 KiB alike. */
+constexpr size_t kCheapCmaMinMeasuredRing = 32768;
 inline size_t single_copy_min_for(double cost_4k_ns, size_t cheap_min = kCheapCmaMin)
 {
     return cost_4k_ns >= 0 && cost_4k_ns <= kCheapCmaNs ? cheap_min : 0;

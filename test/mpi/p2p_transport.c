@@ -191,12 +191,12 @@ int main(int argc, char **argv)
      * follows our own message and the peer has read what we sent, while
      * both fit one ring message (pml_rdrp_shm_eager_limit).  A message
      * that answers one of the peer's (a ping-pong: the peer's message
-     * arrived since our last one) goes through the ring below 64 KiB
+     * arrived since our last one) goes through the ring below 32 KiB
      * (pml_rdrp_request.h kRingAnswerBelow); a stream to a
      * receiver that is away goes through the ring once a few messages are
      * unread. */
     {
-        enum { ANSWER_BELOW = 65536 };
+        enum { ANSWER_BELOW = 32768 };
         long long cma_min = -2, shm_eager = 0;
         pvar_t eager;
         pvar_open(&eager, "pml_rdrp_eager_sent");
@@ -245,7 +245,7 @@ int main(int argc, char **argv)
                 }
             }
             /* a ping-pong: every message answers, so both directions
-             * through the ring below 64 KiB, by single copy from there */
+             * through the ring below 32 KiB, by single copy from there */
             unsigned long e0 = pvar_read(&eager), c0 = pvar_read(&cma);
             for (int i = 0; i < PINGS; i++) {
                 int me = mt_rank, other = 1 - mt_rank;
@@ -271,7 +271,7 @@ int main(int argc, char **argv)
                           n, de, PINGS, dc);
                 else
                     CHECK(dc == PINGS && de == 0,
-                          "ping-pong of %zu bytes: %lu of %d sends by CMA, %lu eager (single copy from 64 KiB)", n,
+                          "ping-pong of %zu bytes: %lu of %d sends by CMA, %lu eager (single copy from 32 KiB)", n,
                           dc, PINGS, de);
             }
             /* a stream to a receiver away outside MPI: the ring takes it
