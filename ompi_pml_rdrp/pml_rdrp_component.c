@@ -132,22 +132,22 @@ static const char *help_with_range(const char *name, const char *help)
     return rdrp_param_help(param_rules, N_RULES, "pml_rdrp_", name, help, buf, sizeof(buf));
 }
 
-static void reg_int(const char *name, const char *help, int *storage, int level)
+static void reg_int_as(const char *name, const char *help, int *storage, int level, mca_base_var_flag_t flags,
+                       mca_base_var_scope_t scope)
 {
     (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, name,
                                           help_with_range(name, help),
-                                          MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, level,
-                                          MCA_BASE_VAR_SCOPE_READONLY, storage);
+                                          MCA_BASE_VAR_TYPE_INT, NULL, 0, flags, level, scope, storage);
 }
-
+static void reg_int(const char *name, const char *help, int *storage, int level)
+{
+    reg_int_as(name, help, storage, level, 0, MCA_BASE_VAR_SCOPE_READONLY);
+}
 /* ... that MPI_T_cvar_write may change while the job runs (read at
  * every use, not copied at start-up) */
 static void reg_int_settable(const char *name, const char *help, int *storage, int level)
 {
-    (void)mca_base_component_var_register(&mca_pml_rdrp_component.pmlm_version, name,
-                                          help_with_range(name, help),
-                                          MCA_BASE_VAR_TYPE_INT, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, level,
-                                          MCA_BASE_VAR_SCOPE_LOCAL, storage);
+    reg_int_as(name, help, storage, level, MCA_BASE_VAR_FLAG_SETTABLE, MCA_BASE_VAR_SCOPE_LOCAL);
 }
 
 static void reg_size(const char *name, const char *help, unsigned long long *storage)

@@ -351,7 +351,7 @@ int transport_progress()
     unsigned got = L.seg.poll(
         [done](uint16_t id, const void *hdr, size_t hlen, const void *payload, size_t plen) {
             /* the peer's data (what our next message may answer: answers_peer) */
-            if (id == RDRP_AM_EAGER || id == RDRP_AM_RTS || id >= RDRP_RING_EAGER_TINY) L.seg.polled_is_data();
+            if (rdrp_id_carries_data(id)) L.seg.polled_is_data();
             dispatch(id, hdr, hlen, payload, plen);
             return g.wakeups != done;
         },

@@ -54,6 +54,16 @@ enum rdrp_ring_id {
     RDRP_RING_EAGER_TINY_GATED             /* the same, and the payload took a credit */
 };
 
+/* A message of id carries the sender's data (an eager message in any
+ * format, or an RTS), not protocol control (CTS, FIN, ACK, credits, ...):
+ * what a ping-pong's next message answers (pml_rdrp_transport.h
+ * answers_peer). */
+static inline int rdrp_id_carries_data(unsigned id)
+{
+    return id == RDRP_AM_EAGER || id == RDRP_AM_EAGER_PACKED || id == RDRP_AM_RTS ||
+           id == RDRP_RING_EAGER_TINY || id == RDRP_RING_EAGER_TINY_GATED;
+}
+
 /* The compact eager header.  What it leaves out: the source rank, which is
  * the ring's producer (the sender uses this format only where its rank in
  * the communicator is its process index, as in MPI_COMM_WORLD and its

@@ -274,10 +274,10 @@ constexpr size_t kFarNonTemporalMin = 512;
  * 1.18-1.20 us, osu_bibw 2 KiB (streams of 2 KiB by the busy test) 7.6-7.7
  * / 11.9-12.5 GB/s. */
 constexpr size_t kNearNonTemporalMin = 4096;
-/* ... and from 32 KiB a waiting reader too (pml/rdrp sends ping-pongs of
- * up to 64 KiB through the ring: pml_rdrp_request.h kRingAnswerBelow):
- * osu_latency 16 KiB 2.20-2.27 us ordinary / 2.48-2.53 non-temporal, 32
- * KiB 4.48-4.52 / 3.88-4.09 (fast mode). */
+/* ... and from 32 KiB a waiting reader too (ring messages that large
+ * where single copy is off or dear): osu_latency 16 KiB 2.20-2.27 us
+ * ordinary / 2.48-2.53 non-temporal, 32 KiB 4.48-4.52 / 3.88-4.09 (fast
+ * mode). */
 constexpr size_t kNearNonTemporalAnswerMin = 32768;
 inline void copy_bytes_nt(char *dst, const void *src, size_t n)
 {
@@ -359,9 +359,8 @@ public:
      * 512 B / 1 KiB 0.20 / 0.25 against 0.23 / 0.27 us, osu_mbw_mr 1 KiB
      * 1.58 against 1.34-1.37 GB/s.  non_temporal: a line-aligned payload
      * (kAlignPayloadMin bytes or more) goes by non-temporal stores
-     * (copy_bytes_nt); when that pays is the caller's choice
-     * (kStreamNonTemporalMin, kNonTemporalAlwaysMin say what was
-     * measured). */
+     * (copy_bytes_nt); when that pays is the caller's choice, by
+     * non_temporal_for (below). */
     template <class WriteHeader>
     static inline __attribute__((always_inline)) void fill(char *body, size_t hlen, const void *payload, size_t plen,
                                                            WriteHeader &&write_header, bool non_temporal = false)

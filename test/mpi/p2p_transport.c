@@ -14,10 +14,12 @@
  *    ring pages paid a page fault per 4 KiB, osu_bibw 1 B two thirds of
  *    its rate on this project's VM;
  *  - from pml_rdrp_shm_cma_min (measured at start-up by default) a message
- *    that would fit the ring goes by single copy instead while the peer
- *    keeps up (a ping-pong), through the ring while it has messages of
- *    ours unread (a stream); the sender's value decides
- *    (MPITEST_RDRP_MIXED_CMA=1 gives ranks different ones);
+ *    that would fit the ring goes by single copy instead, but through the
+ *    ring below 32 KiB when it answers one of the peer's (a ping-pong) and
+ *    below 16 KiB while the peer has messages of ours unread (a stream);
+ *    messages of one tag that took either path arrive in send order; the
+ *    sender's value decides (MPITEST_RDRP_MIXED_CMA=1 gives ranks
+ *    different ones);
  * MPITEST_EXPECT_SHM=1 (pml/rdrp's default on one node): every message
  * went through a shared-memory ring (pml_rdrp_ucx_sent stays 0), some had
  * to wait for ring room, and large messages moved by CMA.
@@ -273,6 +275,41 @@ int main(int argc, char **argv)
                     CHECK(dc == PINGS && de == 0,
                           "ping-pong of %zu bytes: %lu of %d sends by CMA, %lu eager (single copy from 32 KiB)", n,
                           dc, PINGS, de);
+            }
+            /* non-overtaking across the two paths of one size: each round
+             * rank 0 answers rank 1's 0-byte message with three messages of
+             * n bytes on one tag - the first answers (through the ring
+             * below 32 KiB), the other two follow our own (single copy) -
+             * and rank 1 takes them in send order, every other round after
+             * they arrived (the unexpected path) */
+            if (n < ANSWER_BELOW) {
+                enum { ROUNDS = 6, PER = 3 };
+                for (int r = 0; r < ROUNDS; r++) {
+                    if (mt_rank == 0) {
+                        MPI_Request rq[PER];
+                        CHECK_MPI(MPI_Recv(NULL, 0, MPI_BYTE, 1, 150 + r, MPI_COMM_WORLD, &st));
+                        e0 = pvar_read(&eager);
+                        c0 = pvar_read(&cma);
+                        for (int i = 0; i < PER; i++) {
+                            mt_fill(b + (size_t)i * n, n, 0, 170, r * PER + i);
+                            CHECK_MPI(MPI_Isend(b + (size_t)i * n, (int)n, MPI_BYTE, 1, 170, MPI_COMM_WORLD, &rq[i]));
+                        }
+                        de = pvar_read(&eager) - e0;
+                        dc = pvar_read(&cma) - c0;
+                        CHECK_MPI(MPI_Waitall(PER, rq, MPI_STATUSES_IGNORE));
+                        CHECK(de == 1 && dc == PER - 1,
+                              "round %d: %lu eager, %lu by CMA (the answer through the ring, the two after it by "
+                              "single copy)", r, de, dc);
+                    } else {
+                        CHECK_MPI(MPI_Send(NULL, 0, MPI_BYTE, 0, 150 + r, MPI_COMM_WORLD));
+                        if (r % 2) mt_sleep_ms(5);
+                        for (int i = 0; i < PER; i++) {
+                            CHECK_MPI(MPI_Recv(b + (size_t)i * n, (int)n, MPI_BYTE, 0, 170, MPI_COMM_WORLD, &st));
+                            CHECK_STATUS(&st, 0, 170, (long long)n, "round %d message %d", r, i);
+                            CHECK_BUF(b + (size_t)i * n, n, 0, 170, r * PER + i, "round %d message %d (order)", r, i);
+                        }
+                    }
+                }
             }
             /* a stream to a receiver away outside MPI: the ring takes it
              * below 16 KiB (kRingStreamBelow; from there single copy wins
