@@ -9,8 +9,12 @@
  *    (one /dev/shm for all) or none per node would fail.
  *  - used: the throttle's MPI_T counter (messages that waited for a token),
  *    summed over each node's ranks, is positive on every node.
- * Traffic: alltoall and allreduce rounds plus an Isend flood to every peer,
- * so both components' throttles have work.
+ * Traffic: a burst from each root in turn (BURST nonblocking broadcasts of
+ * 1 MiB started back to back before the other ranks are told by a
+ * point-to-point message to start theirs: the root's sends cannot all
+ * complete at once, so with one token per node some wait on every node the
+ * root's on), alltoall and allreduce rounds, and an Isend flood to every
+ * peer, so both components' throttles have work.
  *
  * MPITEST_POOL_PREFIX  name prefix of the pool segments (default rdrp-cdag-)
  * MPITEST_POOL_PVAR    the counter of throttled messages (default
@@ -69,15 +73,36 @@ int main(int argc, char **argv)
     CHECK(thr.ok, "MPI_T counter %s missing", pvname);
 
     mt_section("collective and point-to-point traffic");
-    enum { COUNT = 4096, ROUNDS = 20, FLOOD = 64, MAXREPS = 10 };
+    enum { COUNT = 4096, ROUNDS = 20, FLOOD = 64, MAXREPS = 10, BURST = 4, BIG = 1 << 20 };
     int *sb = mt_malloc(sizeof(int) * COUNT * (size_t)mt_size), *rb = mt_malloc(sizeof(int) * COUNT * (size_t)mt_size);
     unsigned long *sums = mt_malloc(sizeof(unsigned long) * (size_t)mt_size);
-    /* whether a message waits for a token depends on how the ranks of a
-     * node overlap in time; on a loaded machine one block of traffic can
-     * pass a node without contention (1 CI rehearsal: node 0's counter 0),
-     * so the block repeats until every node's counter moved, at most
-     * MAXREPS times: a pool that is never used still fails */
+    char *big = mt_malloc((size_t)BURST * BIG);
+    /* Whether a message waits for a token depends on how sends overlap in
+     * time.  Messages that complete as they are handed over (coll/cdag's
+     * 16 KiB alltoall messages go through the ring on the node and as one
+     * UCX active message across) overlap only by chance: at 2 CI
+     * rehearsals a whole run passed node 0 without a wait.  The bursts do
+     * not rely on chance: a 1 MiB send completes only once its receiver
+     * pulled the data, which takes far longer than the root takes to reach
+     * its next send.  The block still repeats until every node's counter
+     * moved (at most MAXREPS times), for a root preempted between its
+     * sends; a pool that is never used still fails. */
     for (int rep = 0; rep < MAXREPS; rep++) {
+        for (int root = 0; root < mt_size; root++) {
+            MPI_Request brq[BURST];
+            if (mt_rank == root)
+                for (int b = 0; b < BURST; b++) mt_fill(big + (size_t)b * BIG, BIG, root, b, rep);
+            else
+                CHECK_MPI(MPI_Recv(NULL, 0, MPI_BYTE, root, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            for (int b = 0; b < BURST; b++)
+                CHECK_MPI(MPI_Ibcast(big + (size_t)b * BIG, BIG, MPI_BYTE, root, MPI_COMM_WORLD, &brq[b]));
+            if (mt_rank == root)  /* only now may the others start theirs */
+                for (int p = 0; p < mt_size; p++)
+                    if (p != root) CHECK_MPI(MPI_Send(NULL, 0, MPI_BYTE, p, 7, MPI_COMM_WORLD));
+            CHECK_MPI(MPI_Waitall(BURST, brq, MPI_STATUSES_IGNORE));
+            for (int b = 0; b < BURST; b++)
+                CHECK_BUF(big + (size_t)b * BIG, BIG, root, b, rep, "burst from root %d, broadcast %d", root, b);
+        }
         for (int round = 0; round < ROUNDS; round++) {
             for (int i = 0; i < COUNT * mt_size; i++) sb[i] = mt_rank * 1000003 + i + round;
             CHECK_MPI(MPI_Alltoall(sb, COUNT, MPI_INT, rb, COUNT, MPI_INT, MPI_COMM_WORLD));
@@ -131,6 +156,7 @@ int main(int argc, char **argv)
     if (mt_verbose) printf("[rank %d] node %d: %d pool(s), first %s, %s node sum %lu\n", mt_rank, n.my_node, nk,
                            keys[0], pvname, sums[mt_rank]);
     free(sums);
+    free(big);
     free(sb);
     free(rb);
     pvar_close(&thr);
