@@ -1,5 +1,6 @@
 /* pml/rdrp: the receive side: posting, arrivals, matching, probe/mprobe. */
 #include "pml_rdrp_request.h"
+#include "pml_rdrp_arrival.h"
 #include "pml_rdrp_credit.h"
 
 #include <cstdlib>
@@ -8,27 +9,11 @@
 namespace rdrp {
 
 /* ------------------------------------------------------------ delivery */
-static void send_ack(CommState *cs, int src, uint64_t sreq)
+void send_ack(CommState *cs, int src, uint64_t sreq)
 {
     Ctrl *c = ctrl_alloc();
     c->h.fin.sreq = sreq;
     ctrl_send(comm_endpoint(cs->comm, src), RDRP_AM_ACK, c, sizeof(rdrp_ack_hdr_t));
-}
-
-/* Set the status of a matched receive; returns the bytes it will take. */
-static inline size_t set_status(Request *r, int src, int tag, size_t total)
-{
-    r->ompi.req_status.MPI_SOURCE = src;
-    r->ompi.req_status.MPI_TAG = tag;
-    size_t take = total;
-    if (total > r->packed) {
-        take = r->packed;
-        r->ompi.req_status.MPI_ERROR = MPI_ERR_TRUNCATE;
-    } else {
-        r->ompi.req_status.MPI_ERROR = MPI_SUCCESS;
-    }
-    r->ompi.req_status._ucount = take;
-    return take;
 }
 
 /* A matched (arrival, receive) pair: move the data or start the pull. */
@@ -126,31 +111,11 @@ static void handle_arrival(const rdrp_match_hdr_t &m, Unexpected *u)
     }
 }
 
-/* Both eager forms: h is the header (its length already checked), data/len
- * the payload.  Inline into both handlers: it is the whole of a small
- * message's arrival. */
-static inline __attribute__((always_inline)) void eager_arrival(const rdrp_eager_hdr_t &h, void *data, size_t len)
+/* An eager message that did not meet its receive at once (eager_arrival's
+ * slow path): a descriptor, queued as unexpected unless a receive takes it
+ * in order (held-back messages, wildcards matched by order). */
+void eager_unexpected(const rdrp_eager_hdr_t &h, void *data, size_t len)
 {
-    if (const char *why = wire::check_gated(h.flags, h.src_vpid, len, credit_limits())) {
-        bad_header(why, len);
-        return;
-    }
-    /* Fast path: the next message in order from its sender, and a posted
-     * receive takes it: deliver straight from the transport's buffer, with
-     * no descriptor and no mailbox slot. */
-    if (CommState *cs = comm_state(h.m.cid)) {
-        if (wire::check_source(h.m.src, cs->size) == nullptr) {
-            if (rdrp_match_item_t *hit = rdrp_match_arrive_posted(cs->mq, h.m.src, h.m.tag, h.m.seq)) {
-                Request *r = container_of(hit, &Request::match);
-                size_t take = set_status(r, h.m.src, h.m.tag, len);
-                req_unpack(r, 0, data, take);
-                if (h.flags & RDRP_FLAG_SYNC) send_ack(cs, h.m.src, h.sreq);
-                if (h.flags & RDRP_FLAG_CREDIT) credit_consumed(h.src_vpid, h.credits);
-                req_complete(r);
-                return;
-            }
-        }
-    }
     Unexpected *u = unex_alloc();
     if (!u) mca_pml_rdrp_fatal("send-failed", "out of memory", "");
     if (h.flags & RDRP_FLAG_CREDIT) {
@@ -192,20 +157,6 @@ ucs_status_t am_eager_cb(void *arg, const void *hdr, size_t hlen, void *data, si
     std::memcpy(&h, hdr, sizeof(h));
     eager_arrival(h, data, len);
     return UCS_OK;
-}
-
-/* RDRP_RING_EAGER_TINY(_GATED), from the ring of process src_vpid. */
-void ring_tiny_arrival(bool gated, uint32_t src_vpid, const void *hdr, size_t hlen, void *data, size_t len)
-{
-    Guard guard;
-    if (const char *why = wire::check_tiny(hlen, len)) {
-        bad_header(why, hlen);
-        return;
-    }
-    rdrp_tiny_hdr_t t;
-    std::memcpy(&t, hdr, sizeof(t));
-    ++stats.shm_compact;
-    eager_arrival(wire::expand_tiny(t, src_vpid, gated), data, len);
 }
 
 /* RDRP_AM_EAGER_PACKED: the header is the first bytes of the payload. */

@@ -64,6 +64,14 @@ Request *req_alloc(ReqKind kind)
     return r;
 }
 
+/* What an activation owns (staging, convertor, registrations, id, the
+ * pacing budget, deferred chunks) and the datatype and communicator
+ * references are already clear here: a request reaches the pool only
+ * through req_release, which drops them, a fresh one is calloc'd, and the
+ * reused MPI_Recv request was completed (req_complete drops the
+ * activation's) and had its references cleared by mca_pml_rdrp_recv.  So
+ * only the flags are set (a receive of a stream of small messages paid
+ * 11 stores per request for fields that were already zero). */
 void req_reinit(Request *r, ReqKind kind)
 {
     r->kind = kind;
@@ -71,20 +79,10 @@ void req_reinit(Request *r, ReqKind kind)
     r->pml_done = false;
     r->user_freed = false;
     r->internal = false;
-    r->staging = nullptr;
-    r->staging_bsend = false;
-    r->conv_ready = false;
-    r->id = 0;
     r->ep = nullptr;
-    r->region = nullptr;
-    r->rkey = nullptr;
-    r->deferred = nullptr;
-    r->dtype = nullptr;
-    r->comm = nullptr;
     r->polling = false;
     r->thr_held = false;
     r->thr_tokens = 0;
-    r->buffered_len = 0;
     OMPI_REQUEST_INIT(&r->ompi, false);
     r->ompi.req_state = OMPI_REQUEST_ACTIVE;  /* waits skip INACTIVE requests */
     r->ompi.req_type = OMPI_REQUEST_PML;
@@ -138,7 +136,7 @@ static inline void req_reset_activation(Request *r)
 
 void req_release(Request *r)
 {
-    req_reset_activation(r);
+    if (!r->pml_done) req_reset_activation(r);  /* req_complete did it for a completed one */
     if (r->dtype) {
         OMPI_DATATYPE_RELEASE(r->dtype);
         r->dtype = nullptr;
@@ -227,7 +225,7 @@ static int req_cancel_fn(ompi_request_t *req, int complete)
 }
 
 /* ------------------------------------------------------------ data */
-int req_prepare_data(Request *r)
+int req_prepare_data_slow(Request *r)
 {
     ompi_datatype_t *dt = r->dtype;
     size_t dsize;

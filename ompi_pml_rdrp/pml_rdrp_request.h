@@ -242,7 +242,21 @@ Request *req_alloc(ReqKind kind);
 void     req_reinit(Request *r, ReqKind kind);  /* fresh activation of a request object */
 void     req_release(Request *r);
 void     req_complete(Request *r);      /* PML done: mark, then complete or release */
-int      req_prepare_data(Request *r);  /* contig pointer / convertor for buf,count,dtype */
+int      req_prepare_data_slow(Request *r);
+/* Contiguous pointer or convertor for buf, count, dtype.  Inline for the
+ * common case, a contiguous non-empty buffer (one call per posted receive
+ * and per send on the request path). */
+static inline int req_prepare_data(Request *r)
+{
+    ompi_datatype_t *dt = r->dtype;
+    if (OPAL_LIKELY(r->count != 0 && dt->super.size != 0 && ompi_datatype_is_contiguous_memory_layout(dt, r->count))) {
+        r->contig = true;
+        r->data = const_cast<char *>(static_cast<const char *>(r->buf)) + dt->super.true_lb;
+        r->packed = dt->super.size * r->count;
+        return OMPI_SUCCESS;
+    }
+    return req_prepare_data_slow(r);
+}
 void     req_unpack_convertor(Request *r, size_t offset, const void *src, size_t len);
 /* Unpack len bytes of the packed stream, starting at offset, into the
  * receive buffer (inline: a small contiguous receive is a few moves). */
@@ -305,8 +319,6 @@ ucs_status_t am_eager_packed_cb(void *arg, const void *hdr, size_t hlen, void *d
                                 const ucp_am_recv_param_t *param);
 ucs_status_t am_eager_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                          const ucp_am_recv_param_t *param);
-/* a compact eager message (ring only; see rdrp_tiny_hdr_t) */
-void ring_tiny_arrival(bool gated, uint32_t src_vpid, const void *hdr, size_t hlen, void *data, size_t len);
 ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                        const ucp_am_recv_param_t *param);
 

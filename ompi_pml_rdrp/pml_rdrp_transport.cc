@@ -8,6 +8,7 @@
  * segment through /proc/<pid>/fd/<fd> at first contact.
  */
 #include "pml_rdrp_request.h"
+#include "pml_rdrp_arrival.h"
 #include "pml_rdrp_transport.h"
 #include "common/shm/shm_cma_cost.h"
 

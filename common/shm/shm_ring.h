@@ -166,11 +166,21 @@ inline constexpr size_t pad_of_entry(size_t hlen, size_t len)
  * end of the lap, a message must fit max_message() and its header its
  * length.  A pure function of the values read once (the caller copies
  * them out of shared memory first, so they cannot change between check
- * and use); a non-null result is the reason for rejecting the ring. */
-inline const char *check_entry(size_t off, size_t size, uint32_t len, uint16_t id, uint16_t hlen)
+ * and use); a non-null result is the reason for rejecting the ring.
+ * check_entry() is check_ring_place() (the data area and the offset) and
+ * check_entry_fields() (what the entry says). */
+inline const char *check_ring_place(size_t off, size_t size)
 {
     if (size < 128 || (size & (size - 1)) != 0 || off >= size || (off & (kHalfLine - 1)) != 0)
         return "ring entry at an impossible offset";
+    return nullptr;
+}
+/* The fields' part of check_entry(), for an offset check_ring_place()
+ * accepts.  The consumer's poll runs only this per entry: its offsets come
+ * from its own head, checked once at attach and then only ever advanced by
+ * entries this check accepted, so they stay in place. */
+inline const char *check_entry_fields(size_t off, size_t size, uint32_t len, uint16_t id, uint16_t hlen)
+{
     if (id == kSkip) {
         const size_t end = off + sizeof(EntryHeader) + static_cast<size_t>(len);
         /* the rest of the lap, or the second half of a line */
@@ -183,6 +193,11 @@ inline const char *check_entry(size_t off, size_t size, uint32_t len, uint16_t i
     if (align_gap(off, entry_bytes(len)) != 0) return "ring entry of a line or more does not start on a line";
     if (off + entry_bytes(len) > size) return "ring entry runs past the end of the ring";
     return nullptr;
+}
+inline const char *check_entry(size_t off, size_t size, uint32_t len, uint16_t id, uint16_t hlen)
+{
+    if (const char *bad = check_ring_place(off, size)) return bad;
+    return check_entry_fields(off, size, len, id, hlen);
 }
 
 /* Bytes of shared memory one ring of `size` data bytes needs. */
@@ -563,6 +578,9 @@ public:
         size_ = size;
         head_ = ctl_->head.load(std::memory_order_relaxed);
         published_ = head_;
+        /* the head is shared memory: where poll() starts must be a place
+         * an entry can be (poll() checks only the entries' fields) */
+        error_ = check_ring_place(head_ & (size_ - 1), size_);
     }
     bool attached() const { return data_ != nullptr; }
 
@@ -588,7 +606,7 @@ public:
             uint32_t len = reinterpret_cast<volatile uint32_t &>(e->len);
             uint16_t id = reinterpret_cast<volatile uint16_t &>(e->id);
             uint16_t hlen = reinterpret_cast<volatile uint16_t &>(e->hlen);
-            if (const char *bad = check_entry(off, size_, len, id, hlen)) {
+            if (const char *bad = check_entry_fields(off, size_, len, id, hlen)) {
                 error_ = bad;
                 break;
             }

@@ -633,6 +633,27 @@ TEST(ShmRingHostile, EntryRunningPastTheEndIsRejected)
     EXPECT_NE(r.cons.error(), nullptr);
 }
 
+// The poll checks only an entry's fields (check_entry_fields): where it
+// reads comes from its own head, which attach() checks once because it is
+// shared memory too.  A head off the 32-byte grid (an entry read there
+// would straddle two) stops the ring before anything is handed out.
+TEST(ShmRingHostile, HeadOffTheGridAtAttachIsRejected)
+{
+    LocalRing r(4096);
+    for (uint64_t bad : {uint64_t(4096 + 8), uint64_t(4096 + 48), uint64_t(4096 + 31)}) {
+        reinterpret_cast<RingControl *>(r.base)->head.store(bad);
+        RingConsumer c;
+        c.attach(r.base, r.size);
+        EXPECT_NE(c.error(), nullptr) << bad;
+        EXPECT_EQ(c.poll([](uint16_t, const void *, size_t, const void *, size_t) {}), 0u) << bad;
+    }
+    reinterpret_cast<RingControl *>(r.base)->head.store(4096 + 96);
+    RingConsumer ok;
+    ok.attach(r.base, r.size);
+    EXPECT_EQ(ok.error(), nullptr) << "the grid is 32 bytes: a half-line entry may start in a line's second half";
+    for (size_t size : {size_t(64), size_t(4096 + 64), size_t(0)}) EXPECT_NE(check_ring_place(0, size), nullptr) << size;
+}
+
 // Half-line entries: a skip marker may fill the second half of a line
 // (and only that), an entry of a line or more must start on a line.
 TEST(ShmRingHostile, HalfLineRulesAreChecked)
