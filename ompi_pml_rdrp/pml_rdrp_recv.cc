@@ -212,8 +212,9 @@ ucs_status_t am_rts_cb(void *arg, const void *hdr, size_t hlen, void *data, size
 }
 
 /* ------------------------------------------------------------ posting */
-static void init_recv(Request *r, void *buf, size_t count, ompi_datatype_t *dt, int src, int tag,
-                      ompi_communicator_t *comm, bool retain = true)
+static inline __attribute__((always_inline)) void init_recv(Request *r, void *buf, size_t count,
+                                                            ompi_datatype_t *dt, int src, int tag,
+                                                            ompi_communicator_t *comm, bool retain = true)
 {
     r->buf = buf;
     r->count = count;
@@ -239,7 +240,9 @@ static void reset_recv_status(Request *r)
     r->ompi.req_status._cancelled = 0;
 }
 
-int recv_restart(Request *r)
+/* Post receive r (inline into MPI_Irecv and MPI_Recv; recv_restart for
+ * the persistent ones' start). */
+static inline __attribute__((always_inline)) int recv_post(Request *r)
 {
     /* a receive being posted is not waiting for anything yet: a good
      * moment to account the packets matched since the last send */
@@ -255,6 +258,8 @@ int recv_restart(Request *r)
     if (hit) deliver(container_of(hit, &Unexpected::match), r);
     return OMPI_SUCCESS;
 }
+
+int recv_restart(Request *r) { return recv_post(r); }
 
 /* Fill a status from an unexpected arrival (probe).  MPI_ERROR is left
  * alone: MPI reserves it to the functions that complete several requests. */
@@ -324,7 +329,7 @@ extern "C" int mca_pml_rdrp_irecv(void *buf, size_t count, ompi_datatype_t *dt, 
     if (!r) return OMPI_ERR_OUT_OF_RESOURCE;
     init_recv(r, buf, count, dt, src, tag, comm);
     *request = &r->ompi;  /* before posting: a match completes it at once */
-    int rc = recv_restart(r);
+    int rc = recv_post(r);
     if (rc != OMPI_SUCCESS) {
         req_release(r);
         return rc;
@@ -348,7 +353,7 @@ extern "C" int mca_pml_rdrp_recv(void *buf, size_t count, ompi_datatype_t *dt, i
         }
         g.blocking_busy = true;
         init_recv(r, buf, count, dt, src, tag, comm, false);
-        int rc = recv_restart(r);
+        int rc = recv_post(r);
         if (rc == OMPI_SUCCESS) {
             wait_request(&r->ompi);
             rc = r->ompi.req_status.MPI_ERROR;

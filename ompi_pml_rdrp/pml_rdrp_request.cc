@@ -44,51 +44,15 @@ void IdTable::remove(uint64_t id)
 }
 
 /* ------------------------------------------------------------ requests */
-static int req_free_fn(ompi_request_t **rptr);
-static int req_cancel_fn(ompi_request_t *req, int complete);
-
-Request *req_alloc(ReqKind kind)
+Request *req_alloc_fresh(ReqKind kind)
 {
-    Request *r;
-    if (!g.req_pool.empty()) {
-        r = g.req_pool.back();
-        g.req_pool.pop_back();
-    } else {
-        r = static_cast<Request *>(calloc(1, sizeof(Request)));
-        if (!r) return nullptr;
-        OBJ_CONSTRUCT(&r->ompi, ompi_request_t);
-        OBJ_CONSTRUCT(&r->conv, opal_convertor_t);
-    }
+    Request *r = static_cast<Request *>(calloc(1, sizeof(Request)));
+    if (!r) return nullptr;
+    OBJ_CONSTRUCT(&r->ompi, ompi_request_t);
+    OBJ_CONSTRUCT(&r->conv, opal_convertor_t);
     ++g.live_requests;
     req_reinit(r, kind);
     return r;
-}
-
-/* What an activation owns (staging, convertor, registrations, id, the
- * pacing budget, deferred chunks) and the datatype and communicator
- * references are already clear here: a request reaches the pool only
- * through req_release, which drops them, a fresh one is calloc'd, and the
- * reused MPI_Recv request was completed (req_complete drops the
- * activation's) and had its references cleared by mca_pml_rdrp_recv.  So
- * only the flags are set (a receive of a stream of small messages paid
- * 11 stores per request for fields that were already zero). */
-void req_reinit(Request *r, ReqKind kind)
-{
-    r->kind = kind;
-    r->persistent = false;
-    r->pml_done = false;
-    r->user_freed = false;
-    r->internal = false;
-    r->ep = nullptr;
-    r->polling = false;
-    r->thr_held = false;
-    r->thr_tokens = 0;
-    OMPI_REQUEST_INIT(&r->ompi, false);
-    r->ompi.req_state = OMPI_REQUEST_ACTIVE;  /* waits skip INACTIVE requests */
-    r->ompi.req_type = OMPI_REQUEST_PML;
-    r->ompi.req_free = req_free_fn;
-    r->ompi.req_cancel = req_cancel_fn;
-    r->ompi.req_start = nullptr;
 }
 
 /* Drop everything an activation owns (staging, convertor, registrations). */
@@ -193,7 +157,7 @@ void req_complete(Request *r)
     ompi_request_complete(&r->ompi, true);
 }
 
-static int req_free_fn(ompi_request_t **rptr)
+int req_free_fn(ompi_request_t **rptr)
 {
     Request *r = reinterpret_cast<Request *>(*rptr);
     Guard guard;
@@ -205,7 +169,7 @@ static int req_free_fn(ompi_request_t **rptr)
     return OMPI_SUCCESS;
 }
 
-static int req_cancel_fn(ompi_request_t *req, int complete)
+int req_cancel_fn(ompi_request_t *req, int complete)
 {
     (void)complete;
     Request *r = reinterpret_cast<Request *>(req);

@@ -238,8 +238,49 @@ struct Guard {
 };
 
 /* pml_rdrp_request.cc */
-Request *req_alloc(ReqKind kind);
-void     req_reinit(Request *r, ReqKind kind);  /* fresh activation of a request object */
+int req_free_fn(ompi_request_t **rptr);           /* ompi_request_t::req_free */
+int req_cancel_fn(ompi_request_t *req, int complete);  /* ompi_request_t::req_cancel */
+Request *req_alloc_fresh(ReqKind kind);           /* req_alloc with an empty pool */
+
+/* What an activation owns (staging, convertor, registrations, id, the
+ * pacing budget, deferred chunks) and the datatype and communicator
+ * references are already clear here: a request reaches the pool only
+ * through req_release, which drops them, a fresh one is calloc'd, and the
+ * reused MPI_Recv request was completed (req_complete drops the
+ * activation's) and had its references cleared by mca_pml_rdrp_recv.  So
+ * only the flags are set (a receive of a stream of small messages paid
+ * 11 stores per request for fields that were already zero). */
+static inline void req_reinit(Request *r, ReqKind kind)
+{
+    r->kind = kind;
+    r->persistent = false;
+    r->pml_done = false;
+    r->user_freed = false;
+    r->internal = false;
+    r->ep = nullptr;
+    r->polling = false;
+    r->thr_held = false;
+    r->thr_tokens = 0;
+    OMPI_REQUEST_INIT(&r->ompi, false);
+    r->ompi.req_state = OMPI_REQUEST_ACTIVE;  /* waits skip INACTIVE requests */
+    r->ompi.req_type = OMPI_REQUEST_PML;
+    r->ompi.req_free = req_free_fn;
+    r->ompi.req_cancel = req_cancel_fn;
+    r->ompi.req_start = nullptr;
+}
+
+
+/* A request object for a new activation: from the pool (inline: one per
+ * posted receive and per send on the request path), or a fresh one. */
+static inline Request *req_alloc(ReqKind kind)
+{
+    if (OPAL_UNLIKELY(g.req_pool.empty())) return req_alloc_fresh(kind);
+    Request *r = g.req_pool.back();
+    g.req_pool.pop_back();
+    ++g.live_requests;
+    req_reinit(r, kind);
+    return r;
+}
 void     req_release(Request *r);
 void     req_complete(Request *r);      /* PML done: mark, then complete or release */
 int      req_prepare_data_slow(Request *r);
