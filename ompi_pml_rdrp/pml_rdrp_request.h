@@ -80,6 +80,13 @@ enum ReqKind : uint8_t { REQ_SEND = 1, REQ_RECV = 2 };
 /* Receive data that arrived before its window had room (am path). */
 struct DeferredChunk { void *desc; size_t off; size_t len; };
 
+/* Field order: what every activation touches first (the MPI request, the
+ * match node, arguments, data description, and everything
+ * req_reset_activation tests), the rendezvous and protocol state after it,
+ * the large members last (send header union and convertor, 850 bytes).  A
+ * window of 64 small receives touched about 9 lines of each 1320-byte
+ * request when the owned pointers were spread among them (36 KiB, past a
+ * 32 KiB L1); now the first 6 lines. */
 struct Request {
     ompi_request_t   ompi;   /* must be first */
     rdrp_match_item_t match; /* posted-receive node */
@@ -88,6 +95,9 @@ struct Request {
     bool    pml_done;        /* the PML will not touch it again until restarted */
     bool    user_freed;      /* req_free called */
     bool    internal;        /* not visible to the user (buffered-send carrier) */
+    bool    polling;         /* on g.polling */
+    bool    thr_held;        /* token throttling (pml_rdrp_throttle.h): holds admission tokens
+                                until its injection is locally complete */
     /* arguments */
     const void          *buf;
     size_t               count;
@@ -96,25 +106,25 @@ struct Request {
     int                  peer;
     int                  tag;
     int                  mode;   /* mca_pml_base_send_mode_t */
+    uint32_t             thr_tokens;  /* the tokens thr_held holds */
     /* data description */
     bool    contig;
     char   *data;        /* contiguous bytes: user buffer or staging */
     size_t  packed;      /* send: message size; recv: capacity */
+    /* what an activation may own (req_reset_activation) */
     char   *staging;     /* owned contiguous copy (non-contiguous data) */
     bool    staging_bsend;
-    opal_convertor_t conv;
-    bool    conv_ready;
+    bool    conv_ready;  /* conv (below) is prepared */
     uint64_t id;         /* IdTable handle while the peer may name us */
+    rdrp_ucx_region_t *region;
+    rdrp_ucx_rkey_t *rkey;
+    std::vector<DeferredChunk> *deferred;
+    size_t   buffered_len; /* early-completed copy: bytes counted in pacing_buffered (pml_rdrp_pacing.h) */
     Endpoint *ep;
     /* send side */
-    union {
-        rdrp_eager_hdr_t eager;
-        struct { rdrp_rts_hdr_t h; char rkey[RDRP_MAX_RKEY]; } rts;
-    } hdr;
     int     ucx_pending;   /* our UCX operations not yet completed */
     bool    need_ack, acked;
     bool    rndv, rndv_done;
-    rdrp_ucx_region_t *region;
     size_t  first_len;
     size_t  next_off, want, chunk, inflight, window;
     size_t  inflight_bytes; /* receive: chunk bytes being pulled right now */
@@ -122,21 +132,20 @@ struct Request {
     uint64_t sreq;
     size_t   total, received;
     int      rpath;
-    rdrp_ucx_rkey_t *rkey;
     uint64_t raddr;
-    std::vector<DeferredChunk> *deferred;
     /* get/put protocols */
     uint8_t  proto;        /* RDRP_PROTO_* of the rendezvous in progress */
     uint8_t  poll_value;   /* put receive: preset byte to see change */
     uint8_t  tail_byte;    /* put send: the copy of the last byte that is PUT */
-    bool     polling;      /* on g.polling */
-    /* token throttling (pml_rdrp_throttle.h) */
-    bool     thr_held;     /* holds admission tokens until its injection is locally complete */
-    uint32_t thr_tokens;
     /* pacing (pml_rdrp_pacing.h) */
     uint32_t seq;          /* sequence number, drawn when the send is admitted */
     double   wait_since;   /* when it started waiting for credit */
-    size_t   buffered_len; /* early-completed copy: bytes counted in pacing_buffered */
+    /* send side: the header of an eager message or RTS in flight */
+    union {
+        rdrp_eager_hdr_t eager;
+        struct { rdrp_rts_hdr_t h; char rkey[RDRP_MAX_RKEY]; } rts;
+    } hdr;
+    opal_convertor_t conv;
 };
 
 /* An arrival that has not met its receive yet. */
