@@ -65,6 +65,10 @@ void dispatch(uint16_t id, const void *hdr, size_t hlen, const void *payload, si
                           const_cast<void *>(payload), plen);
         return;
     }
+    if (id == RDRP_AM_EAGER) {
+        ring_eager_arrival(hdr, hlen, const_cast<void *>(payload), plen);
+        return;
+    }
     if (OPAL_UNLIKELY(id >= RDRP_AM_COUNT || !handlers[id])) {
         bad_header("message of an unknown type from a local peer", id);
         return;
