@@ -231,6 +231,7 @@ static int add_comm(ompi_communicator_t *comm)
         delete cs;
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
+    cs->tiny_ok = wire::tiny_comm_fits(comm->c_contextid, comm->c_my_rank, OMPI_PROC_MY_NAME->vpid);
     comm->c_pml_comm = reinterpret_cast<mca_pml_comm_t *>(cs);
     if (comm->c_contextid >= g.comms.size()) g.comms.resize(comm->c_contextid + 1, nullptr);
     g.comms[comm->c_contextid] = cs;

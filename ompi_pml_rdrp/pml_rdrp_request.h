@@ -53,6 +53,8 @@ struct CommState {
     uint32_t            *send_seq;  /* per destination rank: the sequence number of the next
                                      * message (rdrp_match.h), here so a send stamps it
                                      * without a call into the matching engine */
+    bool                 tiny_ok;   /* wire::tiny_comm_fits: our small messages on it may take
+                                     * the compact format (its per-message part is the send's) */
 };
 
 /* The sequence number of the next message to dst on comm (post-increment). */

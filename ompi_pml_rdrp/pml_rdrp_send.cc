@@ -61,14 +61,14 @@ int ctrl_send(Endpoint *ep, unsigned am_id, Ctrl *c, size_t hlen)
 }
 
 /* ------------------------------------------------------------ protocols */
-static inline uint32_t peer_vpid(Endpoint *ep) { return ep->proc->super.proc_name.vpid; }
+static inline uint32_t peer_vpid(Endpoint *ep) { return ep->vpid; }
 
 /* Credits are kept per process index of this job: a process of another job
  * (MPI_Comm_spawn, connect/accept) may have any index, also one of ours, so
  * what goes to it is never gated (as with credits off). */
 static inline bool credit_gates(Endpoint *ep)
 {
-    return credit_engine != nullptr && ep->proc->super.proc_name.jobid == OMPI_PROC_MY_NAME->jobid;
+    return credit_engine != nullptr && ep->same_job;
 }
 
 /* The header of an eager message (every eager send path fills it here). */
@@ -432,7 +432,7 @@ static inline __attribute__((always_inline)) bool ring_send_now(Endpoint *ep, om
 {
     /* up to 8 bytes in the compact format where it can say everything
      * (wire::tiny_fits): half a line of ring instead of a line */
-    bool tiny = wire::tiny_fits(len, comm->c_contextid, tag, comm->c_my_rank, OMPI_PROC_MY_NAME->vpid);
+    bool tiny = wire::tiny_msg_fits(len, tag) && reinterpret_cast<CommState *>(comm->c_pml_comm)->tiny_ok;
     size_t hlen = tiny ? sizeof(rdrp_tiny_hdr_t) : sizeof(rdrp_eager_hdr_t);
     char *body = ep->node.tx.reserve(hlen, len);
     if (OPAL_UNLIKELY(!body)) return false;
