@@ -280,7 +280,6 @@ static inline void req_reinit(Request *r, ReqKind kind)
     r->ompi.req_start = nullptr;
 }
 
-
 /* A request object for a new activation: from the pool (inline: one per
  * posted receive and per send on the request path), or a fresh one. */
 static inline Request *req_alloc(ReqKind kind)
