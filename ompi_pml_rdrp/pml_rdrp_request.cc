@@ -189,23 +189,15 @@ int req_cancel_fn(ompi_request_t *req, int complete)
 }
 
 /* ------------------------------------------------------------ data */
+/* what req_prepare_data does not do inline: an empty buffer, or a
+ * non-contiguous one (a convertor) */
 int req_prepare_data_slow(Request *r)
 {
     ompi_datatype_t *dt = r->dtype;
-    size_t dsize;
-    ompi_datatype_type_size(dt, &dsize);
-    if (r->count == 0 || dsize == 0) {
+    if (r->count == 0 || dt->super.size == 0) {
         r->contig = true;
         r->data = const_cast<char *>(static_cast<const char *>(r->buf));
         r->packed = 0;
-        return OMPI_SUCCESS;
-    }
-    if (ompi_datatype_is_contiguous_memory_layout(dt, r->count)) {
-        ptrdiff_t true_lb, true_extent;
-        ompi_datatype_get_true_extent(dt, &true_lb, &true_extent);
-        r->contig = true;
-        r->data = const_cast<char *>(static_cast<const char *>(r->buf)) + true_lb;
-        r->packed = dsize * r->count;
         return OMPI_SUCCESS;
     }
     r->contig = false;

@@ -61,14 +61,14 @@ int ctrl_send(Endpoint *ep, unsigned am_id, Ctrl *c, size_t hlen)
 }
 
 /* ------------------------------------------------------------ protocols */
-static inline uint32_t peer_vpid(Endpoint *ep) { return ep->vpid; }
+static inline uint32_t peer_vpid(Endpoint *ep) { return ep->proc->super.proc_name.vpid; }
 
 /* Credits are kept per process index of this job: a process of another job
  * (MPI_Comm_spawn, connect/accept) may have any index, also one of ours, so
  * what goes to it is never gated (as with credits off). */
 static inline bool credit_gates(Endpoint *ep)
 {
-    return credit_engine != nullptr && ep->same_job;
+    return credit_engine != nullptr && ep->proc->super.proc_name.jobid == OMPI_PROC_MY_NAME->jobid;
 }
 
 /* The header of an eager message (every eager send path fills it here). */

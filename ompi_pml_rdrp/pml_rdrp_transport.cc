@@ -183,8 +183,6 @@ Endpoint *transport_connect(ompi_proc_t *proc, const void *blob, size_t len)
     std::memcpy(&ep->peer_id, &proc->super.proc_name, sizeof(ep->peer_id));
     ep->remote = !OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags);
     ep->proc = proc;
-    ep->vpid = proc->super.proc_name.vpid;
-    ep->same_job = proc->super.proc_name.jobid == OMPI_PROC_MY_NAME->jobid;
     ep->ep = nullptr;
     ep->pid = id.node.pid;
     ep->ucx_addr.assign(static_cast<const char *>(blob) + sizeof(id), static_cast<const char *>(blob) + len);

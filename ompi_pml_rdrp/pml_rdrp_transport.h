@@ -61,8 +61,6 @@ struct Endpoint {
                                       kRingStreamBelow only while the peer keeps up:
                                       eager_for); 0: never */
     ompi_proc_t *proc;
-    uint32_t     vpid = 0;         /* proc's process index (the credit engine's peer number) */
-    bool         same_job = false; /* proc is of our job: credits may gate what goes to it */
     std::deque<Request *> waiting;  /* sends waiting for credit, in send order (pml_rdrp_pacing.h) */
     /* shared-memory transport (pml_rdrp_transport.h) */
     bool         shm = false;  /* messages go through our ring in the peer's segment */

@@ -95,15 +95,14 @@ inline rdrp_eager_hdr_t expand_tiny(const rdrp_tiny_hdr_t &t, uint32_t src_vpid,
 /* The sender's side: a message (not synchronous, no piggybacked credit)
  * of len bytes on communicator context cid, with tag, from a sender whose
  * rank there is my_rank and whose process index is my_vpid, fits the
- * compact format. */
+ * compact format.  In two parts: what holds for every message on the
+ * communicator (pml/rdrp keeps it per communicator: CommState::tiny_ok)
+ * and what each message must meet. */
 inline bool tiny_comm_fits(uint32_t cid, int my_rank, uint32_t my_vpid)
 {
     return cid <= 0xFFFF && my_rank >= 0 && static_cast<uint32_t>(my_rank) == my_vpid;
 }
 inline bool tiny_msg_fits(size_t len, int tag) { return len <= RDRP_TINY_MAX && tag >= INT16_MIN && tag <= INT16_MAX; }
-/* The two parts: what holds for every message on a communicator (kept
- * per communicator by pml/rdrp: CommState::tiny_ok) and what each
- * message must meet. */
 inline bool tiny_fits(size_t len, uint32_t cid, int tag, int my_rank, uint32_t my_vpid)
 {
     return tiny_msg_fits(len, tag) && tiny_comm_fits(cid, my_rank, my_vpid);

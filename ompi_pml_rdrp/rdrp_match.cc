@@ -211,8 +211,8 @@ Item *find_unexpected(Queue *q, int32_t src, int32_t tag) noexcept
 
 /* Earliest-posted receive that accepts an in-order arrival from p.  The
  * wildcard scan stops as soon as it reaches receives posted after the
- * specific candidate: those can never win. */
-/* inline: it is most of the arrival path's matching (rdrp_match_arrive_posted) */
+ * specific candidate: those can never win.  Inline: it is most of the
+ * arrival path's matching (rdrp_match_arrive_posted). */
 inline __attribute__((always_inline)) Item *find_posted(Queue *q, Peer &p, const Item *arrival) noexcept
 {
     Item *best = first_recv_for(p.posted, arrival->tag);
