@@ -109,11 +109,41 @@ constexpr size_t kRingOverhead = sizeof(RingControl);
  * 92, n = 60 161 / 107; osu_bw 1-8 B over ob1 (32-byte fast-box slots)
  * 112-126 ns per message against pml/rdrp's 150-170. */
 constexpr size_t kHalfLine = 32;
+/* Trailing gap.  An entry of kTrailGapMin <= len < kTrailGapBelow
+ * message bytes is followed by kTrailGap bytes that nobody writes.  A
+ * consumer that keeps up with a stream reads entry k while the producer
+ * writes entry k + 1 right behind it, and the consumer's hardware
+ * prefetcher, following its reads, fetches lines of entry k + 1 that the
+ * producer is writing: each such line goes to the consumer and back to
+ * the producer before its stores complete (the producer's store buffer
+ * then stalls its own work: perf put the sender's time on the stack
+ * stores after the copy).  With the gap, what the prefetcher runs into
+ * is unwritten.  Measured on the 2-vCPU EPYC guest, fast host mode: two
+ * processes, a ring of 1 KiB messages, 64 a window, ns per message by the
+ * distance between entry starts, 1088 (no gap) / 1216 / 1408 / 2112:
+ * 118-126 / 110-115 / 103-110 / 103-108; osu_bw over pml/rdrp, no gap /
+ * gaps of 512 and 768 bytes: 1 KiB 6048-6210 / 6488-6592 / 7160-7420
+ * MB/s, 2 KiB 7740-7901 / 10658-13157 / 10579-10779 (ob1 6929-7049 and
+ * 7899-8178); osu_mbw_mr 1 KiB 6155-6184 against 7397-7791 with 768,
+ * osu_latency 1 KiB 0.24-0.25 against 0.20-0.21 us.  Not for larger
+ * entries: a stream of 4 KiB and more is written with non-temporal stores
+ * (non_temporal_by), read back from memory by a prefetcher the gaps break
+ * (osu_bw 4 KiB 11599 against 8771 MB/s, 8 KiB 14941 against 10020 with
+ * every entry gapped); not for smaller ones, where a line of header takes
+ * a larger share and no gain showed (512 B unchanged).  In the slow host
+ * mode (a far peer: non-temporal from 512 B) 1 KiB gained 1-3 % and 2 KiB
+ * lost 7-11 % (osu_mbw_mr 6597-6613 against 6606-7460 MB/s, ob1 2237). */
+constexpr size_t kTrailGap = 768;
+constexpr size_t kTrailGapMin = 512;
+constexpr size_t kTrailGapBelow = 4096;
 /* Bytes one message of len (= message_bytes(hlen, plen)) bytes takes in
- * the ring: half a line if it fits there, whole lines otherwise. */
+ * the ring: half a line if it fits there, whole lines otherwise, and the
+ * trailing gap for the sizes that take one. */
 inline constexpr size_t entry_bytes(size_t len)
 {
-    return sizeof(EntryHeader) + len <= kHalfLine ? kHalfLine : (sizeof(EntryHeader) + len + 63) & ~size_t(63);
+    if (sizeof(EntryHeader) + len <= kHalfLine) return kHalfLine;
+    const size_t lines = (sizeof(EntryHeader) + len + 63) & ~size_t(63);
+    return len >= kTrailGapMin && len < kTrailGapBelow ? lines + kTrailGap : lines;
 }
 /* Where an entry of `need` = entry_bytes() bytes may start at the first
  * offset at or after off (off a multiple of kHalfLine): anywhere if it
