@@ -12,11 +12,12 @@
  * kAlignPayloadMin bytes starts on a cache line, after padding: see
  * there), padded so the entry takes whole cache lines (64 bytes), or half
  * a line when all of it fits in 32 bytes (kHalfLine: two such messages
- * share a line; see there).  An entry of a line or more starts on a line:
- * behind a half-line entry in a line's first half the producer first
- * fills the second half with a skip marker.  An entry never wraps: when
- * it does not fit before the end, the producer writes a skip marker and
- * starts at offset 0.
+ * share a line; see there); an entry of 512 bytes to 4 KiB is followed
+ * by kTrailGap bytes nobody writes (see there).  An entry of a line or
+ * more starts on a line: behind a half-line entry in a line's first half
+ * the producer first fills the second half with a skip marker.  An entry
+ * never wraps (its gap included): when it does not fit before the end,
+ * the producer writes a skip marker and starts at offset 0.
  *
  * The header's first word is the entry's absolute position in the stream
  * (a 64-bit byte count that starts at `size`, so the zeroes of a fresh
