@@ -440,8 +440,20 @@ static inline size_t eager_limit_of(const Endpoint *ep) { return ep->eager_limit
  * single copy / ring, 16 KiB 3.06-4.37 / 2.42-3.53, 32 KiB 3.98-5.29 /
  * 4.05-6.62, 48 KiB 4.97-7.56 / 5.46-7.86 (both modes); so the ring takes
  * answers below 32 KiB.  Either way the receiver matches it in order
- * (eager and RTS share the sequence). */
-constexpr size_t kRingStreamBelow = 16384;
+ * (eager and RTS share the sequence).
+ * Streams below 128 KiB (thirteenth session, EPYC guest): the slow mode's
+ * loss above was not the ring but its backlog, whose messages were
+ * written with ordinary stores (a window that overflows the ring then
+ * moves every line by an ownership transfer: 16-64 KiB 2.5-3.6 GB/s);
+ * with the backlog written as a direct send would be (ring_non_temporal,
+ * transport_progress), single copy / ring, GB/s: slow mode osu_bw 16 / 32
+ * / 64 KiB 5.98 / 8.40 / 10.64 against 15.25 / 15.40 / 15.86, osu_mbw_mr
+ * 5.96 / 8.50 / 10.87 against 15.23 / 15.32 / 15.85, osu_bibw 9.7 / 14.6
+ * / 18.1 against 16.5 / 18.0 / 19.0 (ob1 8.2 / 12.6 / 16.9); fast mode
+ * osu_bw 6.03 / 8.50 / 10.99 against 14.36 / 13.27 / 15.22.  At 128 KiB
+ * the ring lost bibw (18.4 against 20.6, slow mode): from there single
+ * copy. */
+constexpr size_t kRingStreamBelow = 131072;
 constexpr size_t kRingAnswerBelow = 32768;
 static inline bool eager_past_cma(size_t len, bool answers, bool busy)
 {
@@ -455,6 +467,19 @@ static inline bool eager_for(Endpoint *ep, size_t len)
     if (ep->cma_from == 0 || len < ep->cma_from) return true;
     const bool answers = answers_peer(ep);
     return eager_past_cma(len, answers, !answers && len < kRingStreamBelow && peer_ring_busy(ep));
+}
+/* Write a ring message of len payload bytes to ep with non-temporal
+ * stores?  The ring's rule (shm::non_temporal_for) with what the pml
+ * knows: whether the message answers one of the peer's, whether the peer
+ * is behind.  For every data message into a ring: sent at once
+ * (ring_send_now) or from the backlog (transport_progress). */
+static inline bool ring_non_temporal(Endpoint *ep, size_t len)
+{
+    bool far = false;
+    const bool nt = shm::non_temporal_for(ep->node.tx, len, static_cast<uint32_t>(mca_pml_rdrp_params.shm_far_line_ns),
+                                          answers_peer(ep), [ep] { return peer_ring_busy(ep); }, &far);
+    if (far) ++stats.shm_far_nt;
+    return nt;
 }
 /* ... for the message of a ping-pong (what the protocol table shows) */
 static inline bool eager_in_ping_pong(const Endpoint *ep, size_t len)

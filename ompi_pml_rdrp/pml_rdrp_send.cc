@@ -409,19 +409,6 @@ static void ring_send_copy(Endpoint *ep, ompi_communicator_t *comm, int tag, uin
     am_send_copy(ep, RDRP_AM_EAGER, &h, sizeof(h), data, len);
 }
 
-/* Write a ring message of len payload bytes to ep with non-temporal
- * stores?  The ring's rule (shm::non_temporal_for) with what the pml
- * knows: whether the message answers one of the peer's, whether the peer
- * is behind. */
-static inline bool ring_non_temporal(Endpoint *ep, size_t len)
-{
-    bool far = false;
-    const bool nt = shm::non_temporal_for(ep->node.tx, len, static_cast<uint32_t>(mca_pml_rdrp_params.shm_far_line_ns),
-                                          answers_peer(ep), [ep] { return peer_ring_busy(ep); }, &far);
-    if (far) ++stats.shm_far_nt;
-    return nt;
-}
-
 /* Put an eager message into ring peer ep's ring now, built in place in
  * the ring entry (no request, no staging copy of the header).  false:
  * it cannot leave at once (no room, no credit) and nothing was sent;

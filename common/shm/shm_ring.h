@@ -383,14 +383,19 @@ public:
 
     /* Append one message; false if the ring has no room now (try later:
      * the consumer frees room as it reads).  Precondition:
-     * message_bytes(hlen, plen) <= max_message(). */
-    bool push(uint16_t id, const void *hdr, size_t hlen, const void *payload, size_t plen)
+     * message_bytes(hlen, plen) <= max_message().  non_temporal: as
+     * fill()'s. */
+    bool push(uint16_t id, const void *hdr, size_t hlen, const void *payload, size_t plen,
+              bool non_temporal = false)
     {
         char *body = reserve(hlen, plen);
         if (!body) return false;
-        fill(body, hlen, payload, plen, [hdr, hlen](char *at) {
-            if (hlen) std::memcpy(at, hdr, hlen);
-        });
+        fill(
+            body, hlen, payload, plen,
+            [hdr, hlen](char *at) {
+                if (hlen) std::memcpy(at, hdr, hlen);
+            },
+            non_temporal);
         commit(id, hlen, plen);
         return true;
     }

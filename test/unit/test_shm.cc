@@ -364,6 +364,31 @@ TEST(ShmRing, NonTemporalCopyIsExactAndFillUsesIt)
     }
 }
 
+// push() with non-temporal stores (a backlog's messages, written as a
+// direct send would be) delivers the same bytes: line-aligned payloads of
+// several sizes with a tail past the last 16 bytes, through laps.
+TEST(ShmRing, NonTemporalPushDeliversTheBytes)
+{
+    LocalRing r(1 << 16);
+    std::mt19937 rng(11);
+    for (int i = 0; i < 300; ++i) {
+        const size_t plen = std::uniform_int_distribution<size_t>(128, 12000)(rng);
+        std::string payload(plen, '\0');
+        for (auto &c : payload) c = static_cast<char>(rng());
+        const char hdr[32] = {static_cast<char>(i)};
+        ASSERT_TRUE(r.prod.push(7, hdr, sizeof(hdr), payload.data(), plen, true));
+        unsigned n = r.cons.poll([&](uint16_t id, const void *h, size_t hlen, const void *pl, size_t got) {
+            EXPECT_EQ(id, 7);
+            ASSERT_EQ(hlen, sizeof(hdr));
+            EXPECT_EQ(static_cast<const char *>(h)[0], static_cast<char>(i));
+            ASSERT_EQ(got, plen);
+            EXPECT_EQ(std::memcmp(pl, payload.data(), plen), 0) << "message " << i << " of " << plen << " B";
+        });
+        ASSERT_EQ(n, 1u);
+    }
+    EXPECT_EQ(r.cons.error(), nullptr);
+}
+
 // Entries of kTrailGapMin..kTrailGapBelow message bytes are followed by
 // kTrailGap bytes nobody writes (what a consumer's prefetcher may read
 // ahead into while the producer writes the next entry): the sizes around
