@@ -50,8 +50,8 @@ constexpr size_t kCheapCmaMin = 8192;
  * of the EPYC guest (osu_latency over pml/rdrp, ring / single copy: fast
  * mode 1.49-1.51 / 2.41 us, slow mode 1.77-1.79 / 2.85-3.07), so single
  * copy starts at 16 KiB there.  (At 16 KiB the ring won ping-pongs too,
- * 2.23-2.27 / 3.09-3.17 and 2.42-2.74 / 3.49-3.60, but lost streams in
- * the slow mode: pml_rdrp_request.h kRingStreamBelow.)  Not measured on
+ * 2.23-2.27 / 3.09-3.17 and 2.42-2.74 / 3.49-3.60; streams through the
+ * ring win to 64 KiB: pml_rdrp_request.h kRingStreamBelow.)  Not measured on
  * the Intel guest, where the ordinary ring lost to the single copy from
  * 8 KiB (above). */
 constexpr size_t kCheapCmaMinNonTemporalRing = 16384;

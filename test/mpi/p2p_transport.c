@@ -279,11 +279,14 @@ int main(int argc, char **argv)
             /* non-overtaking across the two paths of one size: each round
              * rank 0 answers rank 1's 0-byte message with three messages of
              * n bytes on one tag - the first answers (through the ring
-             * below 32 KiB), the other two follow our own (single copy) -
-             * and rank 1 takes them in send order, every other round after
-             * they arrived (the unexpected path) */
+             * below 32 KiB), the other two follow our own (single copy,
+             * or the ring when four of our messages are still unread: a
+             * stream, kRingStreamBelow) - and rank 1 takes them in send
+             * order, every other round after they arrived (the unexpected
+             * path); some round must mix the paths */
             if (n < ANSWER_BELOW) {
                 enum { ROUNDS = 6, PER = 3 };
+                unsigned long mixed = 0;
                 for (int r = 0; r < ROUNDS; r++) {
                     if (mt_rank == 0) {
                         MPI_Request rq[PER];
@@ -297,9 +300,10 @@ int main(int argc, char **argv)
                         de = pvar_read(&eager) - e0;
                         dc = pvar_read(&cma) - c0;
                         CHECK_MPI(MPI_Waitall(PER, rq, MPI_STATUSES_IGNORE));
-                        CHECK(de == 1 && dc == PER - 1,
+                        CHECK(de >= 1 && de + dc == PER,
                               "round %d: %lu eager, %lu by CMA (the answer through the ring, the two after it by "
-                              "single copy)", r, de, dc);
+                              "single copy or the ring)", r, de, dc);
+                        mixed += dc > 0;
                     } else {
                         CHECK_MPI(MPI_Send(NULL, 0, MPI_BYTE, 0, 150 + r, MPI_COMM_WORLD));
                         if (r % 2) mt_sleep_ms(5);
@@ -310,10 +314,13 @@ int main(int argc, char **argv)
                         }
                     }
                 }
+                if (mt_rank == 0)
+                    CHECK(mixed > 0, "no round of %d sent by both paths (ring and single copy)", ROUNDS);
             }
             /* a stream to a receiver away outside MPI: the ring takes it
-             * below 16 KiB (kRingStreamBelow; from there single copy wins
-             * streams too).  Ranks 0 and 1 only: meet by a 0-byte exchange. */
+             * below 128 KiB (kRingStreamBelow; from there single copy wins
+             * streams both ways).  Ranks 0 and 1 only: meet by a 0-byte
+             * exchange. */
             CHECK_MPI(MPI_Sendrecv(NULL, 0, MPI_BYTE, 1 - mt_rank, 99, NULL, 0, MPI_BYTE, 1 - mt_rank, 99,
                                    MPI_COMM_WORLD, &st));
             if (mt_rank == 0) {
@@ -328,7 +335,7 @@ int main(int argc, char **argv)
                 de = pvar_read(&eager) - e0;
                 dc = pvar_read(&cma) - c0;
                 /* (the first answers the 0-byte exchange) */
-                CHECK((n >= 16384 || de >= 4) && de + dc == STREAM,
+                CHECK((n >= 131072 || de >= 4) && de + dc == STREAM,
                       "a stream of %d x %zu bytes to a receiver away: %lu eager through the ring, %lu by CMA "
                       "(a busy peer should get the ring)", STREAM, n, de, dc);
             } else {
