@@ -330,10 +330,13 @@ int transport_progress()
                 /* the store kind of a direct send: a backlog is a stream
                  * into a ring that was full, where ordinary stores to a
                  * far peer's lines cost a transfer each (16-64 KiB
-                 * streams, slow host mode: 2.3-3.9 GB/s) */
+                 * streams, slow host mode: 2.3-3.9 GB/s).  Asked only
+                 * once there is room: it counts (shm_far_nt, the line
+                 * samples) what is written */
+                if (!ep->node.tx.has_room(m.hlen, m.plen)) break;
                 if (!ep->node.tx.push(static_cast<uint16_t>(m.id), m.hdr, m.hlen, m.payload, m.plen,
                                       ring_non_temporal(ep, m.plen)))
-                    break;
+                    break;  /* (one producer: has_room() holds until this push) */
                 ep->backlog.pop_front();
                 --transport_backlog;
                 ++n;
