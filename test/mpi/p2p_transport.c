@@ -346,6 +346,37 @@ int main(int argc, char **argv)
                     CHECK_BUF(b + (size_t)i * n, n, 0, 200 + i, 0, "stream %d", i);
                 }
             }
+            /* the same with 64 KiB messages: 2 MiB, past the 1 MiB ring,
+             * so most wait in the sender's backlog for room and leave it
+             * as the receiver reads (written there with the store kind of
+             * a direct send: non-temporal for a stream this size); every
+             * byte and the order must survive */
+            if (n <= 65536 && 65536 <= (size_t)shm_eager) {
+                const size_t m = 65536;
+                char *s2 = mt_malloc(m * STREAM);
+                CHECK_MPI(MPI_Sendrecv(NULL, 0, MPI_BYTE, 1 - mt_rank, 98, NULL, 0, MPI_BYTE, 1 - mt_rank, 98,
+                                       MPI_COMM_WORLD, &st));
+                if (mt_rank == 0) {
+                    MPI_Request rq[STREAM];
+                    e0 = pvar_read(&eager);
+                    for (int i = 0; i < STREAM; i++) {
+                        mt_fill(s2 + (size_t)i * m, m, 0, 300 + i, 0);
+                        CHECK_MPI(MPI_Isend(s2 + (size_t)i * m, (int)m, MPI_BYTE, 1, 300 + i, MPI_COMM_WORLD, &rq[i]));
+                    }
+                    CHECK_MPI(MPI_Waitall(STREAM, rq, MPI_STATUSES_IGNORE));
+                    de = pvar_read(&eager) - e0;
+                    CHECK(de >= 4, "a stream of %d x 64 KiB to a receiver away: %lu eager through the ring", STREAM,
+                          de);
+                } else {
+                    mt_sleep_ms(30);
+                    for (int i = 0; i < STREAM; i++) {
+                        CHECK_MPI(MPI_Recv(s2 + (size_t)i * m, (int)m, MPI_BYTE, 0, 300 + i, MPI_COMM_WORLD, &st));
+                        CHECK_STATUS(&st, 0, 300 + i, (long long)m, "64 KiB stream %d", i);
+                        CHECK_BUF(s2 + (size_t)i * m, m, 0, 300 + i, 0, "64 KiB stream %d", i);
+                    }
+                }
+                free(s2);
+            }
             free(b);
         }
         pvar_close(&eager);
