@@ -34,6 +34,40 @@
 #define BURST 2000
 #define BURST_SIZE 4096
 
+/* Rank 0 streams count messages of n bytes (tags tag0, tag0 + 1, ...)
+ * from b to rank 1, which first stays away outside MPI for 30 ms; rank 1
+ * checks every byte, the status and the order.  Ranks 0 and 1 only,
+ * meeting by a 0-byte exchange on tag0.  Rank 0 gets how many left eager
+ * (*dc: by CMA). */
+static unsigned long stream_away(char *b, size_t n, int count, int tag0, pvar_t *eager, pvar_t *cma,
+                                 unsigned long *dc)
+{
+    MPI_Status st;
+    unsigned long de = 0;
+    CHECK_MPI(MPI_Sendrecv(NULL, 0, MPI_BYTE, 1 - mt_rank, tag0, NULL, 0, MPI_BYTE, 1 - mt_rank, tag0, MPI_COMM_WORLD,
+                           &st));
+    if (mt_rank == 0) {
+        MPI_Request *rq = mt_malloc(sizeof(MPI_Request) * (size_t)count);
+        unsigned long e0 = pvar_read(eager), c0 = pvar_read(cma);
+        for (int i = 0; i < count; i++) {
+            mt_fill(b + (size_t)i * n, n, 0, tag0 + i, 0);
+            CHECK_MPI(MPI_Isend(b + (size_t)i * n, (int)n, MPI_BYTE, 1, tag0 + i, MPI_COMM_WORLD, &rq[i]));
+        }
+        CHECK_MPI(MPI_Waitall(count, rq, MPI_STATUSES_IGNORE));
+        de = pvar_read(eager) - e0;
+        *dc = pvar_read(cma) - c0;
+        free(rq);
+    } else {
+        mt_sleep_ms(30);
+        for (int i = 0; i < count; i++) {
+            CHECK_MPI(MPI_Recv(b + (size_t)i * n, (int)n, MPI_BYTE, 0, tag0 + i, MPI_COMM_WORLD, &st));
+            CHECK_STATUS(&st, 0, tag0 + i, (long long)n, "stream of %zu B, message %d", n, i);
+            CHECK_BUF(b + (size_t)i * n, n, 0, tag0 + i, 0, "stream of %zu B, message %d", n, i);
+        }
+    }
+    return de;
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -319,62 +353,24 @@ int main(int argc, char **argv)
             }
             /* a stream to a receiver away outside MPI: the ring takes it
              * below 128 KiB (kRingStreamBelow; from there single copy wins
-             * streams both ways).  Ranks 0 and 1 only: meet by a 0-byte
-             * exchange. */
-            CHECK_MPI(MPI_Sendrecv(NULL, 0, MPI_BYTE, 1 - mt_rank, 99, NULL, 0, MPI_BYTE, 1 - mt_rank, 99,
-                                   MPI_COMM_WORLD, &st));
-            if (mt_rank == 0) {
-                MPI_Request rq[STREAM];
-                e0 = pvar_read(&eager);
-                c0 = pvar_read(&cma);
-                for (int i = 0; i < STREAM; i++) {
-                    mt_fill(b + (size_t)i * n, n, 0, 200 + i, 0);
-                    CHECK_MPI(MPI_Isend(b + (size_t)i * n, (int)n, MPI_BYTE, 1, 200 + i, MPI_COMM_WORLD, &rq[i]));
-                }
-                CHECK_MPI(MPI_Waitall(STREAM, rq, MPI_STATUSES_IGNORE));
-                de = pvar_read(&eager) - e0;
-                dc = pvar_read(&cma) - c0;
-                /* (the first answers the 0-byte exchange) */
+             * streams both ways).  (The first answers the 0-byte
+             * exchange.) */
+            de = stream_away(b, n, STREAM, 200, &eager, &cma, &dc);
+            if (mt_rank == 0)
                 CHECK((n >= 131072 || de >= 4) && de + dc == STREAM,
                       "a stream of %d x %zu bytes to a receiver away: %lu eager through the ring, %lu by CMA "
                       "(a busy peer should get the ring)", STREAM, n, de, dc);
-            } else {
-                mt_sleep_ms(30);
-                for (int i = 0; i < STREAM; i++) {
-                    CHECK_MPI(MPI_Recv(b + (size_t)i * n, (int)n, MPI_BYTE, 0, 200 + i, MPI_COMM_WORLD, &st));
-                    CHECK_STATUS(&st, 0, 200 + i, (long long)n, "stream %d", i);
-                    CHECK_BUF(b + (size_t)i * n, n, 0, 200 + i, 0, "stream %d", i);
-                }
-            }
             /* the same with 64 KiB messages: 2 MiB, past the 1 MiB ring,
              * so most wait in the sender's backlog for room and leave it
              * as the receiver reads (written there with the store kind of
              * a direct send: non-temporal for a stream this size); every
              * byte and the order must survive */
             if (n <= 65536 && 65536 <= (size_t)shm_eager) {
-                const size_t m = 65536;
-                char *s2 = mt_malloc(m * STREAM);
-                CHECK_MPI(MPI_Sendrecv(NULL, 0, MPI_BYTE, 1 - mt_rank, 98, NULL, 0, MPI_BYTE, 1 - mt_rank, 98,
-                                       MPI_COMM_WORLD, &st));
-                if (mt_rank == 0) {
-                    MPI_Request rq[STREAM];
-                    e0 = pvar_read(&eager);
-                    for (int i = 0; i < STREAM; i++) {
-                        mt_fill(s2 + (size_t)i * m, m, 0, 300 + i, 0);
-                        CHECK_MPI(MPI_Isend(s2 + (size_t)i * m, (int)m, MPI_BYTE, 1, 300 + i, MPI_COMM_WORLD, &rq[i]));
-                    }
-                    CHECK_MPI(MPI_Waitall(STREAM, rq, MPI_STATUSES_IGNORE));
-                    de = pvar_read(&eager) - e0;
+                char *s2 = mt_malloc((size_t)65536 * STREAM);
+                de = stream_away(s2, 65536, STREAM, 300, &eager, &cma, &dc);
+                if (mt_rank == 0)
                     CHECK(de >= 4, "a stream of %d x 64 KiB to a receiver away: %lu eager through the ring", STREAM,
                           de);
-                } else {
-                    mt_sleep_ms(30);
-                    for (int i = 0; i < STREAM; i++) {
-                        CHECK_MPI(MPI_Recv(s2 + (size_t)i * m, (int)m, MPI_BYTE, 0, 300 + i, MPI_COMM_WORLD, &st));
-                        CHECK_STATUS(&st, 0, 300 + i, (long long)m, "64 KiB stream %d", i);
-                        CHECK_BUF(s2 + (size_t)i * m, m, 0, 300 + i, 0, "64 KiB stream %d", i);
-                    }
-                }
                 free(s2);
             }
             free(b);
